@@ -1,0 +1,58 @@
+"""The `gpufleet` command: one subcommand per job, each implemented in its own module."""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+from collections.abc import Sequence
+
+from gpufleet import __version__
+
+# subcommand -> (module with `main(argv) -> int`, one-line help). Modules are imported only
+# when their subcommand runs, so `gpufleet --help` stays fast and never imports TensorFlow
+# or pyinfra_cli (which monkey-patches the process with gevent).
+SUBCOMMANDS: dict[str, tuple[str, str]] = {
+    "validate": ("gpufleet.validate_cmd", "run the acceptance suite against an inventory"),
+    "drift": ("gpufleet.drift_cmd", "report what differs from the declared state, host by host"),
+    "report": ("gpufleet.report.cmd", "render results JSON into a fleet report"),
+    "sandbox": ("gpufleet.sandbox.cli", "bring the local test fleet up or down (needs root)"),
+    "diagnose": ("gpufleet.diagnose_cmd", "explain known GPU/TensorFlow failure signatures in a log"),
+    "matrix": ("gpufleet.matrix_cmd", "resolve TF/CUDA/cuDNN/NCCL/driver versions for a host"),
+}
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="gpufleet",
+        description="Provision NVIDIA GPU servers for TensorFlow and prove they are fast.",
+        epilog="Provisioning itself is plain pyinfra: pyinfra INVENTORY deploy/gpu_node.py",
+    )
+    parser.add_argument("--version", action="version", version=f"gpufleet {__version__}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    for name, (_module, help_text) in SUBCOMMANDS.items():
+        sub.add_parser(name, help=help_text, add_help=False)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = list(sys.argv[1:] if argv is None else argv)
+    parser = build_parser()
+    if not args or args[0] not in SUBCOMMANDS:
+        parser.parse_args(args)  # prints help / version / usage errors and exits
+        parser.print_help()
+        return 2
+    module_name, _help = SUBCOMMANDS[args[0]]
+    try:
+        module = importlib.import_module(module_name)
+    except ModuleNotFoundError as exc:
+        if exc.name != module_name:
+            raise
+        print(f"gpufleet {args[0]}: not yet available in this version.", file=sys.stderr)
+        return 2
+    result: int = module.main(args[1:])
+    return result
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
