@@ -1,0 +1,151 @@
+"""`diagnose` and `gpufleet diagnose` on real failure logs (sources in
+tests/fixtures/diagnose/SOURCES.md)."""
+
+from __future__ import annotations
+
+import io
+import json
+from pathlib import Path
+
+import pytest
+
+from gpufleet import cli
+from gpufleet.diagnose_cmd import main
+from gpufleet.parsers import diagnose
+from gpufleet.parsers.diagnosis import DIAGNOSIS_CODES, SEVERITIES
+
+FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "diagnose"
+ALL = sorted(p.name for p in FIXTURES.glob("*.txt"))
+
+
+def fixture(name: str) -> str:
+    return (FIXTURES / name).read_text(encoding="utf-8")
+
+
+# fixture -> every code expected, errors first then by line
+EXPECTED = {
+    "nvml-mismatch.txt": ["nvml-driver-library-mismatch"],
+    "secure-boot-key-rejected.txt": ["nvidia-smi-no-driver", "secure-boot-key-rejected"],
+    "tf-no-cuda-drivers.txt": ["tf-cuda-driver-not-found", "tf-trt-not-found"],
+    "tf-cannot-dlopen.txt": ["tf-cannot-dlopen"],
+    "tf-cuinit-303.txt": ["tf-cuda-driver-not-found"],
+    "tf-cuinit-no-device.txt": ["tf-cuda-driver-not-found"],
+    "xla-libdevice.txt": ["xla-libdevice-not-found"],
+    "xla-libdevice-dir.txt": ["xla-libdevice-dir-missing"],
+    "ptxas-not-found.txt": ["ptxas-not-found"],
+    "ptxas-fallback-to-driver.txt": ["ptxas-fallback-to-driver"],
+    "ptx-no-compilation-provider.txt": ["ptxas-not-found", "tf-gpu-device-created"],
+    "cudnn-mismatch.txt": ["cudnn-version-mismatch"],
+    "dkms-build-failed.txt": ["nvidia-smi-no-driver", "dkms-build-failed"],
+    "apt-held-broken.txt": ["apt-held-broken-packages"],
+    "nvidia-smi-no-nvml-library.txt": ["nvidia-smi-no-nvml-library"],
+    "nouveau-owns-gpu.txt": ["nouveau-owns-gpu"],
+    "gpu-unsupported-by-driver.txt": ["gpu-unsupported-by-driver"],
+    "healthy-tf-gpu.txt": ["tf-gpu-device-created"],
+    "healthy-tf-gpu-numa.txt": ["numa-node-negative", "tf-gpu-device-created"],
+}
+
+
+def test_every_fixture_names_its_source_and_expectation():
+    sources = fixture("SOURCES.md")
+    missing = [name for name in ALL if f"| {name} |" not in sources]
+    assert not missing, f"SOURCES.md does not name the source of {missing}"
+    assert sorted(EXPECTED) == ALL
+
+
+@pytest.mark.parametrize("name", ALL)
+def test_real_logs(name):
+    assert [finding.code for finding in diagnose(fixture(name))] == EXPECTED[name]
+
+
+def test_every_code_is_seen_in_a_real_log():
+    seen = {code for codes in EXPECTED.values() for code in codes}
+    assert seen == set(DIAGNOSIS_CODES)
+
+
+@pytest.mark.parametrize("name", ["healthy-tf-gpu.txt", "healthy-tf-gpu-numa.txt"])
+def test_healthy_log_has_no_error_or_warning(name):
+    assert {finding.severity for finding in diagnose(fixture(name))} == {"info"}
+
+
+def test_finding_points_at_the_line_and_counts_repeats():
+    (finding,) = diagnose(fixture("cudnn-mismatch.txt"))
+    assert finding.severity == "error"
+    assert finding.line_number == 1 and finding.count == 2
+    assert "Loaded runtime CuDNN library: 9.1.0 but source was compiled with: 9.3.0" in finding.line
+    assert finding.fix == DIAGNOSIS_CODES["cudnn-version-mismatch"][2]
+
+
+def test_secure_boot_line_is_the_modprobe_one():
+    findings = {f.code: f for f in diagnose(fixture("secure-boot-key-rejected.txt"))}
+    assert findings["secure-boot-key-rejected"].line == (
+        "modprobe: ERROR: could not insert 'nvidia': Key was rejected by service"
+    )
+
+
+def test_code_table_is_well_formed():
+    for code, (severity, message, fix) in DIAGNOSIS_CODES.items():
+        assert code == code.lower() and " " not in code
+        assert severity in SEVERITIES
+        assert message and "\n" not in message and message.endswith(".")
+        assert fix and "\n" not in fix
+
+
+def test_unrelated_text_has_no_findings():
+    assert diagnose("Reading package lists... Done\nBuilding dependency tree... Done\n") == []
+
+
+def test_to_dict_is_json():
+    data = json.loads(json.dumps([f.to_dict() for f in diagnose(fixture("nvml-mismatch.txt"))]))
+    assert data[0]["code"] == "nvml-driver-library-mismatch" and data[0]["line_number"] == 2
+
+
+# --- gpufleet diagnose ------------------------------------------------------------------------
+
+
+def test_cli_exit_1_on_error_and_prints_fix(capsys):
+    assert main([str(FIXTURES / "secure-boot-key-rejected.txt")]) == 1
+    out = capsys.readouterr().out
+    assert "secure-boot-key-rejected" in out and "mokutil --import" in out
+    assert "ERROR" in out
+
+
+def test_cli_exit_0_on_healthy_log(capsys):
+    assert main([str(FIXTURES / "healthy-tf-gpu.txt")]) == 0
+    assert "tf-gpu-device-created" in capsys.readouterr().out
+
+
+def test_cli_reads_stdin_and_prints_json(monkeypatch, capsys):
+    monkeypatch.setattr("sys.stdin", io.StringIO(fixture("nvml-mismatch.txt")))
+    assert main(["-", "--json"]) == 1
+    assert json.loads(capsys.readouterr().out)[0]["code"] == "nvml-driver-library-mismatch"
+
+
+def test_cli_nothing_found(monkeypatch, capsys):
+    monkeypatch.setattr("sys.stdin", io.StringIO("all good\n"))
+    assert main([]) == 0
+    assert "No known failure signature" in capsys.readouterr().out
+
+
+def test_cli_missing_file_is_a_clear_error(tmp_path, capsys):
+    assert main([str(tmp_path / "nope.log")]) == 2
+    assert "cannot read" in capsys.readouterr().err
+
+
+def test_cli_does_not_choke_on_rich_markup(tmp_path, capsys):
+    log = tmp_path / "markup.log"
+    log.write_text("[bold]Failed to initialize NVML: Driver/library version mismatch[/x]\n")
+    assert main([str(log)]) == 1
+    assert "[bold]Failed to initialize NVML" in capsys.readouterr().out
+
+
+def test_gpufleet_command_dispatches_to_diagnose(capsys):
+    assert cli.main(["diagnose", str(FIXTURES / "dkms-build-failed.txt")]) == 1
+    assert "dkms-build-failed" in capsys.readouterr().out
+
+
+def test_codes_table_lists_every_code(capsys):
+    assert main(["--codes"]) == 0
+    table = capsys.readouterr().out
+    rows = [line for line in table.splitlines() if line.startswith("| `")]
+    assert [row.split("`")[1] for row in rows] == list(DIAGNOSIS_CODES)
