@@ -1,0 +1,1 @@
+"""Templates of the files the stand-in packages install (``@NAME@`` placeholders)."""
