@@ -1,0 +1,352 @@
+"""NodeSpec: the typed, validated view of a host's inventory data; every default lives here."""
+
+from __future__ import annotations
+
+import dataclasses
+import difflib
+import typing
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+from urllib.parse import urlsplit
+
+from pyinfra.api.hiddenvalue import HiddenValue
+
+from gpufleet import matrix
+from gpufleet.spec_checks import combination_errors, type_name, type_ok, value_errors
+
+# Data keys that belong to pyinfra itself: connector settings (pyinfra 3.10 connectors:
+# ssh, docker, dockerssh, chroot, local, fake, terraform, vagrant, plus the winrm plugin) and
+# global operation arguments given as data (`_sudo`, `_env`, ...). User-private keys: `x_`.
+PYINFRA_KEY_PREFIXES = (
+    "_",
+    "ssh_",
+    "docker_",
+    "dockerssh_",
+    "chroot_",
+    "local_",
+    "fake_",
+    "terraform_",
+    "vagrant_",
+    "winrm_",
+)
+USER_KEY_PREFIX = "x_"
+
+# Miniforge installer pinned by version and sha256 per `uname -m`. Source of the checksums:
+# nebari-dev/nebari-docker-images Dockerfile (MINIFORGE_VERSION=25.3.0-3, the
+# MINIFORGE_X86_64_SHA256 / MINIFORGE_AARCH64_SHA256 it verifies the release assets with).
+MINIFORGE_VERSION = "25.3.0-3"
+MINIFORGE_SHA256 = {
+    "x86_64": "1b57f8cb991982063f79b56176881093abb1dc76d73fda32102afde60585b5a1",
+    "aarch64": "ac89f17b0eec4e98d38a53d1ae688e0f22c77d8ea5b5f008c2455e90ef095339",
+}
+MINIFORGE_URL = (
+    "https://github.com/conda-forge/miniforge/releases/download/{version}/"
+    "Miniforge3-{version}-Linux-{arch}.sh"
+)
+# NVIDIA CUDA repository signing key (3bf863cc.pub, in use since the April 2022 rotation).
+# Fingerprint as pinned by other deploy tools, e.g. NVIDIA_KEY_FINGERPRINT in public code
+# next to ".../repos/ubuntu2204/x86_64/3bf863cc.pub"; the short id A4B469963BF863CC is what apt
+# prints in NO_PUBKEY errors.
+NVIDIA_REPO_KEY_FINGERPRINT = "EB693B3035CD5710E231E123A4B469963BF863CC"
+
+
+class SpecError(ValueError):
+    """An inventory value that cannot be used; the message names the key and the fix."""
+
+
+def _meta(doc: str, choices: Sequence[str] = (), secret: bool = False) -> dict[str, Any]:
+    return {"doc": doc, "choices": tuple(choices), "secret": secret}
+
+
+def _key(default: Any, doc: str, choices: Sequence[str] = (), secret: bool = False) -> Any:
+    """A NodeSpec field with its one-line doc (and allowed values) in the field metadata."""
+    return field(default=default, metadata=_meta(doc, choices, secret), repr=not secret)
+
+
+@dataclass(frozen=True)
+class NodeSpec:
+    """Everything a host's inventory may declare, typed and checked; defaults in the table.
+
+    {KEY_TABLE}
+
+    Example::
+
+        spec = NodeSpec.from_host_data({"tf_version": "2.21.0", "python_env": "venv"})
+        spec.env_dir  # "/opt/gpufleet/venvs/tf"
+    """
+
+    # What to install
+    tf_version: str = _key("2.21.0", "TensorFlow release to install (a key of the matrix)")
+    driver_branch: int | None = _key(
+        None, "NVIDIA driver branch, e.g. 580; unset: 580, or newer if the GPUs need it"
+    )
+    cuda_version: str | None = _key(
+        None, "system CUDA toolkit version, e.g. '12.5'; unset: the one TF was built with"
+    )
+    kernel_module_flavor: str = _key(
+        "auto",
+        "driver kernel modules; auto: open for Turing and newer, proprietary for Volta",
+        ("auto", "open", "proprietary"),
+    )
+    install_cuda_toolkit: bool = _key(True, "install the system CUDA toolkit (cuda-toolkit-X-Y)")
+    install_cudnn: bool = _key(True, "install system cuDNN (runtime and dev packages)")
+    install_nccl: bool = _key(True, "install system NCCL (libnccl2 and libnccl-dev)")
+    fabric_manager: str = _key(
+        "auto",
+        "NVIDIA Fabric Manager; auto: when an NVSwitch is on the PCI bus",
+        ("auto", "on", "off"),
+    )
+    persistenced: bool = _key(True, "enable nvidia-persistenced")
+    # Python environment
+    python_env: str = _key("conda", "Python environment kind", ("conda", "venv"))
+    python_version: str = _key(
+        "3.11", "Python of the conda (or uv) environment; venv without uv uses the system Python"
+    )
+    use_uv: bool = _key(False, "build the venv with uv instead of python -m venv (venv only)")
+    env_name: str = _key("tf", "name of the Python environment")
+    env_prefix: str = _key("/opt/gpufleet", "directory holding Miniforge and the environments")
+    tensorflow_package: str = _key(
+        "tensorflow[and-cuda]",
+        "pip requirement installed at tf_version (the sandbox: tensorflow-cpu)",
+    )
+    require_cuda_build: bool = _key(
+        True, "fail the python_env stage unless TensorFlow reports a CUDA build"
+    )
+    pip_index_url: str | None = _key(
+        None, "pip index URL (mirror); unset: PyPI; may carry credentials", secret=True
+    )
+    pip_trusted_host: str | None = _key(None, "host pip trusts without TLS verification (mirror)")
+    miniforge_url: str | None = _key(
+        None, "Miniforge installer URL; unset: the GitHub release of miniforge_version"
+    )
+    miniforge_version: str = _key(MINIFORGE_VERSION, "pinned Miniforge release")
+    miniforge_sha256: dict[str, str] = field(
+        default_factory=lambda: dict(MINIFORGE_SHA256),
+        hash=False,
+        metadata=_meta("sha256 of the installer per architecture (x86_64, aarch64)"),
+    )
+    # NVIDIA repository
+    nvidia_repo_url: str = _key(
+        "https://developer.download.nvidia.com/compute/cuda/repos",
+        "base URL of NVIDIA's CUDA apt repository (or a mirror)",
+    )
+    nvidia_repo_key_url: str | None = _key(
+        None, "repository signing key URL; unset: <repo>/<distro>/<arch>/3bf863cc.pub"
+    )
+    nvidia_repo_key_fingerprint: str = _key(
+        NVIDIA_REPO_KEY_FINGERPRINT, "fingerprint the downloaded signing key must have"
+    )
+    apt_proxy: str | None = _key(
+        None, "HTTP proxy for apt, e.g. http://user:pw@proxy:3128 (kept secret)", secret=True
+    )
+    # Driver changes, reboots, Secure Boot
+    reboot: str = _key(
+        "auto",
+        "reboot policy: auto only when needed, never (report it), always",
+        ("auto", "never", "always"),
+    )
+    reboot_timeout_s: int = _key(600, "seconds to wait for a rebooted host to come back")
+    force_driver_change: bool = _key(False, "change the driver even while GPU processes run")
+    replace_foreign_driver: bool = _key(
+        False, "remove a runfile or other-branch driver instead of refusing"
+    )
+    secure_boot_plan: str = _key(
+        "none", "module signing when Secure Boot is on", ("none", "ubuntu-signed", "mok")
+    )
+    mok_key_path: str | None = _key(
+        None, "MOK private key for signing modules (secure_boot_plan mok)"
+    )
+    mok_cert_path: str | None = _key(
+        None, "MOK certificate (DER) enrolled for secure_boot_plan mok"
+    )
+    kernel_headers_package: str = _key(
+        "auto", "headers metapackage; auto: from the running kernel's flavour"
+    )
+    min_free_disk_gib: int = _key(25, "free GiB needed on / before installing")
+    # Hardware expectations
+    gpu_count: int | None = _key(None, "expected number of GPUs; unset: whatever is found")
+    gpu_less: bool = _key(False, "host has no GPU on purpose (CPU-only)")
+    # Validation and monitoring
+    payload_dir: str = _key("/opt/gpufleet/validation", "where validation workloads are installed")
+    results_dir: str = _key("/var/lib/gpufleet/results", "where result JSON documents are kept")
+    periodic_checks: bool = _key(True, "install the periodic drift/health checks timer")
+    periodic_schedule: str = _key("daily", "systemd OnCalendar= of the periodic checks")
+    node_exporter: bool = _key(False, "write Prometheus textfile metrics")
+    textfile_dir: str = _key(
+        "/var/lib/prometheus/node-exporter", "node-exporter textfile collector directory"
+    )
+    thresholds: dict[str, Any] = field(
+        default_factory=dict, hash=False, metadata=_meta("validation threshold overrides by name")
+    )
+
+    @classmethod
+    def from_host_data(cls, data: Mapping[str, Any]) -> NodeSpec:
+        """Build a NodeSpec from host data, refusing unknown keys, bad types and bad values."""
+        return from_host_data(data)
+
+    @property
+    def conda_root(self) -> str:
+        """The Miniforge installation: ``/opt/gpufleet/miniforge3``."""
+        return f"{self.env_prefix}/miniforge3"
+
+    @property
+    def env_dir(self) -> str:
+        """The Python environment's directory on the host."""
+        if self.python_env == "conda":
+            return f"{self.conda_root}/envs/{self.env_name}"
+        return f"{self.env_prefix}/venvs/{self.env_name}"
+
+    @property
+    def python_bin(self) -> str:
+        return f"{self.env_dir}/bin/python"
+
+    def miniforge_installer_url(self, machine: str) -> str:
+        """The installer URL for a host's ``uname -m``."""
+        if self.miniforge_url:
+            return self.miniforge_url
+        return MINIFORGE_URL.format(version=self.miniforge_version, arch=machine)
+
+    @property
+    def apt_proxy_hidden(self) -> HiddenValue | str | None:
+        """apt_proxy for commands: a pyinfra ``HiddenValue`` when the URL carries credentials."""
+        return _hide_credentials(self.apt_proxy)
+
+    @property
+    def pip_index_url_hidden(self) -> HiddenValue | str | None:
+        return _hide_credentials(self.pip_index_url)
+
+    def resolve(
+        self, *, os_id: str, os_version: str, arch: str, gpu_device_ids: Sequence[str]
+    ) -> matrix.Resolution:
+        """``matrix.resolve`` with this spec's versions; raises ``matrix.MatrixError``."""
+        uses_python_version = self.python_env == "conda" or self.use_uv
+        return matrix.resolve(
+            self.tf_version,
+            os_id=os_id,
+            os_version=os_version,
+            arch=arch,
+            gpu_device_ids=() if self.gpu_less else gpu_device_ids,
+            driver_branch=self.driver_branch,
+            cuda_version=self.cuda_version,
+            kernel_module_flavor=self.kernel_module_flavor,
+            python_version=self.python_version if uses_python_version else None,
+        )
+
+
+FIELDS = {f.name: f for f in dataclasses.fields(NodeSpec)}
+_DEFAULTS = NodeSpec()
+KEY_DOCS: dict[str, str] = {name: f.metadata["doc"] for name, f in FIELDS.items()}
+_TYPES = typing.get_type_hints(NodeSpec)
+
+
+def defaults() -> dict[str, Any]:
+    """Every key with its default value."""
+    return {name: getattr(_DEFAULTS, name) for name in FIELDS}
+
+
+def _hide_credentials(url: str | None) -> HiddenValue | str | None:
+    if url and urlsplit(url).password is not None:
+        return HiddenValue(url)
+    return url
+
+
+def is_ignored_key(key: str) -> bool:
+    """Keys gpufleet leaves alone: pyinfra's own and the user's ``x_`` keys."""
+    return key.startswith(PYINFRA_KEY_PREFIXES) or key.startswith(USER_KEY_PREFIX)
+
+
+def _unknown_key_error(key: str) -> SpecError:
+    close = difflib.get_close_matches(key, list(FIELDS), n=1, cutoff=0.6)
+    hint = f" Did you mean {close[0]!r}?" if close else ""
+    return SpecError(
+        f"unknown inventory key {key!r}.{hint} Fix: use one of the documented keys (README, "
+        f"'Inventory keys'), or prefix keys of your own with {USER_KEY_PREFIX!r}."
+    )
+
+
+def _show(key: str, value: Any) -> str:
+    return "'***'" if FIELDS[key].metadata["secret"] else repr(value)
+
+
+def _field_errors(key: str, value: Any) -> list[str]:
+    hint = _TYPES[key]
+    if not type_ok(value, hint):
+        fix = f"give {type_name(hint)} (default {_default_repr(key)})"
+        if isinstance(value, (int, float)) and type_ok("x", hint):
+            # `pyinfra --data python_version=3.10` parses the value as JSON: the float 3.1
+            fix = f"quote it, e.g. {key} = '{value}' (on the command line: --data '{key}=\"...\"')"
+        return [
+            f"{key} = {_show(key, value)} has the wrong type ({type(value).__name__}); expected "
+            f"{type_name(hint)}. Fix: {fix}."
+        ]
+    choices = FIELDS[key].metadata["choices"]
+    if choices and value not in choices:
+        return [
+            f"{key} = {value!r} is not one of {', '.join(choices)}. Fix: set {key} to one of "
+            f"them (default {_default_repr(key)})."
+        ]
+    return value_errors(key, value, _show(key, value))
+
+
+def _default_repr(key: str) -> str:
+    return repr(getattr(_DEFAULTS, key))
+
+
+def from_host_data(data: Mapping[str, Any]) -> NodeSpec:
+    """Validate host data into a NodeSpec; every problem found is reported in one SpecError."""
+    errors: list[str] = []
+    values: dict[str, Any] = {}
+    for key, value in data.items():
+        if is_ignored_key(key):
+            continue
+        if key not in FIELDS:
+            errors.append(str(_unknown_key_error(key)))
+            continue
+        found = _field_errors(key, value)
+        errors.extend(found)
+        if not found:
+            values[key] = value
+    if not errors:
+        spec = NodeSpec(**values)
+        errors.extend(combination_errors(spec))
+    if errors:
+        if len(errors) == 1:
+            raise SpecError(errors[0])
+        raise SpecError(
+            f"{len(errors)} inventory problems:\n" + "\n".join(f"  - {e}" for e in errors)
+        )
+    return spec
+
+
+_CACHE: dict[str, tuple[dict[str, Any], NodeSpec]] = {}
+
+
+def spec_for_host(host: Any) -> NodeSpec:
+    """The NodeSpec of a pyinfra host, built once per host name (and rebuilt if its data changed).
+
+    Example: ``spec = spec_for_host(host)`` in a ``@deploy``; raises ``SpecError``.
+    """
+    data = host.data.dict() if hasattr(host.data, "dict") else dict(host.data)
+    cached = _CACHE.get(host.name)
+    if cached is not None and cached[0] == data:
+        return cached[1]
+    try:
+        spec = from_host_data(data)
+    except SpecError as exc:
+        raise SpecError(f"host {host.name}: {exc}") from None
+    _CACHE[host.name] = (data, spec)
+    return spec
+
+
+def _table() -> str:
+    rows = [(name, _default_repr(name), KEY_DOCS[name]) for name in FIELDS]
+    rows = [(n, "MINIFORGE_SHA256" if n == "miniforge_sha256" else d, doc) for n, d, doc in rows]
+    widths = [max(len(r[i]) for r in [*rows, ("key", "default", "meaning")]) for i in range(2)]
+    rule = f"{'=' * widths[0]} {'=' * widths[1]} {'=' * 40}"
+    lines = [rule, f"{'key':{widths[0]}} {'default':{widths[1]}} meaning", rule]
+    lines += [f"{n:{widths[0]}} {d:{widths[1]}} {doc}" for n, d, doc in rows]
+    return "\n".join([*lines, rule])
+
+
+NodeSpec.__doc__ = (NodeSpec.__doc__ or "").replace("{KEY_TABLE}", _table().replace("\n", "\n    "))
