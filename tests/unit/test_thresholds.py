@@ -1,0 +1,99 @@
+"""Threshold layering (defaults < compute capability < GPU model < overrides) and its errors."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+from validation.thresholds import (
+    DEFAULT_PATH,
+    ThresholdsError,
+    load_thresholds,
+    load_thresholds_with_sources,
+    parse_compute_capability,
+    read_table,
+)
+
+
+def test_no_gpu_gets_the_defaults() -> None:
+    values = load_thresholds(None, None)
+    assert values == {k: float(v) for k, v in read_table()["defaults"].items()}
+    assert values["mixed_precision_fp16_speedup_min"] == 0.0  # no tensor cores assumed
+
+
+def test_compute_capability_tiers_accumulate_upwards() -> None:
+    pascal = load_thresholds((6, 1), None)
+    volta = load_thresholds("7.0", None)
+    turing = load_thresholds("7.5", None)
+    ampere = load_thresholds((8, 6), None)
+    assert pascal["mixed_precision_fp16_speedup_min"] == 0.0
+    assert volta["mixed_precision_fp16_speedup_min"] == 2.0
+    assert volta["mixed_precision_bf16_speedup_min"] == 0.0  # bf16 tensor cores from 8.0
+    assert turing == volta
+    assert ampere["mixed_precision_fp16_speedup_min"] == 1.3
+    assert ampere["mixed_precision_bf16_speedup_min"] == 1.3
+    assert ampere["grad_accumulation_rtol"] > volta["grad_accumulation_rtol"]  # TF32
+
+
+def test_gpu_model_and_override_layers_and_their_sources() -> None:
+    values, sources = load_thresholds_with_sources(
+        "9.0", "nvidia h100 80gb hbm3", {"xla_speedup_min": 1.2}
+    )
+    assert values["allreduce_busbw_min_gbps"] == 414.0
+    assert sources["allreduce_busbw_min_gbps"] == "gpu_model NVIDIA H100 80GB HBM3"
+    assert values["xla_speedup_min"] == 1.2
+    assert sources["xla_speedup_min"] == "inventory override"
+    assert sources["mixed_precision_bf16_speedup_min"] == "compute_capability 8.0"
+    assert sources["mirrored_scaling_efficiency_min"] == "defaults"
+
+
+def test_unknown_gpu_model_falls_back_to_compute_capability() -> None:
+    assert load_thresholds("8.9", "NVIDIA L4")["allreduce_busbw_min_gbps"] == 0.0
+
+
+def test_unknown_override_key_names_the_closest_key() -> None:
+    with pytest.raises(ThresholdsError, match="did you mean 'xla_speedup_min'"):
+        load_thresholds("8.0", None, {"xla_speedup_mn": 1.2})
+
+
+@pytest.mark.parametrize("value", ["1.2", True, None, [1]])
+def test_override_must_be_a_number(value: object) -> None:
+    with pytest.raises(ThresholdsError, match="must be a number"):
+        load_thresholds("8.0", None, {"xla_speedup_min": value})
+
+
+def test_negative_override_is_refused() -> None:
+    with pytest.raises(ThresholdsError, match=">= 0"):
+        load_thresholds(None, None, {"xla_speedup_min": -1})
+
+
+@pytest.mark.parametrize("bad", ["eight", "8", "8.0.1", (8,)])
+def test_bad_compute_capability(bad: object) -> None:
+    with pytest.raises(ThresholdsError, match=r"MAJOR\.MINOR"):
+        parse_compute_capability(bad)  # type: ignore[arg-type]
+
+
+def test_a_tier_key_without_a_default_is_refused(tmp_path: Path) -> None:
+    path = tmp_path / "t.toml"
+    path.write_text('[defaults]\na = 1.0\n[compute_capability."8.0"]\nb = 2.0\n')
+    with pytest.raises(ThresholdsError, match=r"sets \['b'\]"):
+        load_thresholds("8.0", None, path=path)
+
+
+def test_invalid_toml_is_reported_with_its_path(tmp_path: Path) -> None:
+    path = tmp_path / "t.toml"
+    path.write_text("[defaults\n")
+    with pytest.raises(ThresholdsError, match="not valid TOML"):
+        load_thresholds(None, None, path=path)
+
+
+def test_every_value_in_the_shipped_file_carries_a_source_comment() -> None:
+    """Each key = value line is preceded by a comment (its source), as the file promises."""
+    lines = DEFAULT_PATH.read_text().splitlines()
+    for index, line in enumerate(lines):
+        if re.match(r"^[a-z0-9_]+\s*=", line):
+            above = lines[:index]
+            previous = next((p for p in reversed(above) if not re.match(r"^[a-z0-9_]+\s*=", p)), "")
+            assert previous.startswith("#"), f"no source comment above: {line}"

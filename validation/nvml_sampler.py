@@ -1,0 +1,202 @@
+"""GPU utilization and memory sampled through NVML in a thread (what `nvidia-smi dmon` shows).
+
+Example:
+    >>> sampler = NvmlSampler(interval_s=0.1)
+    >>> with sampler.running():
+    ...     with sampler.phase("tuned"):
+    ...         train()
+    >>> sampler.summary()   # {"gpu0": {"mean": 87.5, "p10": 71.0, "samples": 42, ...}}
+
+pynvml (the nvidia-ml-py package) is optional: without it, or without a GPU, ``available`` is
+False and ``unavailable_reason`` says why, so the workloads can report it cleanly.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+
+@dataclass(frozen=True)
+class Sample:
+    """One reading of one device, tagged with the phase that was being timed (or None)."""
+
+    time_s: float
+    device: str
+    phase: str | None
+    utilization_pct: float
+    memory_used_mib: float
+
+
+@dataclass(frozen=True)
+class NvmlDevice:
+    """Static facts about one GPU as NVML reports them."""
+
+    index: int
+    name: str
+    uuid: str
+    memory_total_mib: float
+
+
+def _load_pynvml() -> Any:
+    import pynvml  # nvidia-ml-py; optional on purpose
+
+    return pynvml
+
+
+class NvmlSampler:
+    """Samples every GPU's utilization and memory while phases are being timed."""
+
+    def __init__(self, interval_s: float = 0.1) -> None:
+        self.interval_s = interval_s
+        self.devices: list[NvmlDevice] = []
+        # Memory in use per device when the sampler opened (before TensorFlow touched the GPU).
+        self.baseline_used_mib: dict[str, float] = {}
+        self.unavailable_reason: str | None = None
+        self._samples: list[Sample] = []
+        self._phase: str | None = None
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._handles: list[Any] = []
+        self._nvml: Any = None
+        self._open()
+
+    @property
+    def available(self) -> bool:
+        return self.unavailable_reason is None
+
+    def _open(self) -> None:
+        try:
+            nvml = _load_pynvml()
+        except ImportError:
+            self.unavailable_reason = "pynvml (nvidia-ml-py) is not installed"
+            return
+        try:
+            nvml.nvmlInit()
+            count = nvml.nvmlDeviceGetCount()
+        except Exception as exc:  # NVMLError_LibraryNotFound, _DriverNotLoaded, ...
+            self.unavailable_reason = f"NVML unavailable ({exc})"
+            return
+        if count == 0:
+            self.unavailable_reason = "NVML reports no devices"
+            return
+        self._nvml = nvml
+        for index in range(count):
+            handle = nvml.nvmlDeviceGetHandleByIndex(index)
+            memory = nvml.nvmlDeviceGetMemoryInfo(handle)
+            self._handles.append(handle)
+            self.baseline_used_mib[f"gpu{index}"] = memory.used / 2**20
+            self.devices.append(
+                NvmlDevice(
+                    index=index,
+                    name=_text(nvml.nvmlDeviceGetName(handle)),
+                    uuid=_text(nvml.nvmlDeviceGetUUID(handle)),
+                    memory_total_mib=memory.total / 2**20,
+                )
+            )
+
+    def read_once(self) -> list[Sample]:
+        """One reading of every device now (empty when NVML is unavailable)."""
+        if not self.available:
+            return []
+        now = time.monotonic()
+        readings = []
+        for device, handle in zip(self.devices, self._handles, strict=True):
+            rates = self._nvml.nvmlDeviceGetUtilizationRates(handle)
+            memory = self._nvml.nvmlDeviceGetMemoryInfo(handle)
+            readings.append(
+                Sample(
+                    now, f"gpu{device.index}", self._phase, float(rates.gpu), memory.used / 2**20
+                )
+            )
+        return readings
+
+    def process_memory_mib(self, pid: int | None = None) -> dict[str, float]:
+        """GPU memory that process ``pid`` (default: this one) holds on each device, in MiB."""
+        if not self.available:
+            return {}
+        pid = os.getpid() if pid is None else pid
+        held: dict[str, float] = {}
+        for device, handle in zip(self.devices, self._handles, strict=True):
+            processes = self._nvml.nvmlDeviceGetComputeRunningProcesses(handle)
+            used = sum((p.usedGpuMemory or 0) for p in processes if p.pid == pid)
+            held[f"gpu{device.index}"] = used / 2**20
+        return held
+
+    def _loop(self) -> None:
+        while not self._stop.is_set():
+            readings = self.read_once()
+            with self._lock:
+                self._samples.extend(r for r in readings if r.phase is not None)
+            self._stop.wait(self.interval_s)
+
+    @contextmanager
+    def running(self) -> Iterator[NvmlSampler]:
+        """Run the sampling thread for the duration of the block (a no-op without NVML)."""
+        if not self.available:
+            yield self
+            return
+        self._stop.clear()
+        self._thread = threading.Thread(target=self._loop, name="nvml-sampler", daemon=True)
+        self._thread.start()
+        try:
+            yield self
+        finally:
+            self._stop.set()
+            self._thread.join()
+            self._thread = None
+
+    @contextmanager
+    def phase(self, label: str) -> Iterator[None]:
+        """Tag the samples taken inside the block with ``label``; untagged ones are dropped."""
+        previous, self._phase = self._phase, label
+        try:
+            yield
+        finally:
+            self._phase = previous
+
+    def samples(self) -> list[Sample]:
+        with self._lock:
+            return list(self._samples)
+
+    def summary(self, phase: str | None = None) -> dict[str, dict[str, Any]] | None:
+        """Per device: mean and 10th-percentile utilization (%), sample count and peak memory.
+
+        Over every timed phase, or only ``phase``. None when NVML is unavailable.
+        """
+        if not self.available:
+            return None
+        chosen = [s for s in self.samples() if phase is None or s.phase == phase]
+        result: dict[str, dict[str, Any]] = {}
+        for device in self.devices:
+            key = f"gpu{device.index}"
+            mine = [s for s in chosen if s.device == key]
+            utilization = np.array([s.utilization_pct for s in mine], dtype=float)
+            result[key] = {
+                "name": device.name,
+                "mean": float(utilization.mean()) if mine else None,
+                "p10": float(np.percentile(utilization, 10)) if mine else None,
+                "samples": len(mine),
+                "memory_used_mib_max": max((s.memory_used_mib for s in mine), default=None),
+                "memory_total_mib": device.memory_total_mib,
+            }
+        return result
+
+    def close(self) -> None:
+        if self._nvml is not None:
+            self._nvml.nvmlShutdown()
+            self._nvml = None
+            self.unavailable_reason = self.unavailable_reason or "NVML closed"
+
+
+def _text(value: str | bytes) -> str:
+    """NVML returns bytes in older bindings and str in newer ones."""
+    return value.decode() if isinstance(value, bytes) else value

@@ -1,0 +1,156 @@
+"""Validation thresholds: defaults by compute capability and GPU model, plus inventory overrides.
+
+Example:
+    >>> values = load_thresholds((8, 0), "NVIDIA A100-SXM4-80GB", {"xla_speedup_min": 1.2})
+    >>> values["xla_speedup_min"], values["allreduce_busbw_min_gbps"]
+    (1.2, 205.0)
+
+The values and where each comes from live in thresholds.toml beside this file.
+"""
+
+from __future__ import annotations
+
+import difflib
+import sys
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover - Python 3.10 hosts
+    try:
+        import tomli as tomllib
+    except ImportError:
+        tomllib = None
+
+DEFAULT_PATH = Path(__file__).with_name("thresholds.toml")
+
+
+class ThresholdsError(ValueError):
+    """A thresholds file or override that cannot be used; the message says how to fix it."""
+
+
+def parse_compute_capability(value: str | tuple[int, int] | None) -> tuple[int, int] | None:
+    """(8, 0) from "8.0", (8, 0) or None.
+
+    Example:
+        >>> parse_compute_capability("8.6")
+        (8, 6)
+    """
+    if value is None:
+        return None
+    if isinstance(value, tuple):
+        parts: list[Any] = list(value)
+    else:
+        parts = str(value).split(".")
+    try:
+        major, minor = (int(p) for p in parts)
+    except (TypeError, ValueError):
+        raise ThresholdsError(
+            f"compute capability {value!r} is not MAJOR.MINOR (for example '8.0' or (8, 0))"
+        ) from None
+    return (major, minor)
+
+
+def read_table(path: Path = DEFAULT_PATH) -> dict[str, Any]:
+    """The TOML document, checked: [defaults], [compute_capability.*] and [gpu_model.*] only."""
+    if tomllib is None:
+        raise ThresholdsError(
+            "reading thresholds.toml needs Python >= 3.11 or the 'tomli' package: install tomli "
+            "into this Python environment (pip install tomli)"
+        )
+    try:
+        document = tomllib.loads(path.read_text())
+    except OSError as exc:
+        raise ThresholdsError(f"cannot read thresholds file {path}: {exc}") from None
+    except tomllib.TOMLDecodeError as exc:
+        raise ThresholdsError(f"thresholds file {path} is not valid TOML: {exc}") from None
+    extra = set(document) - {"defaults", "compute_capability", "gpu_model"}
+    if extra or "defaults" not in document:
+        raise ThresholdsError(
+            f'{path}: expected tables [defaults], [compute_capability."X.Y"] and '
+            f'[gpu_model."NAME"]; found {sorted(document)}'
+        )
+    known = set(document["defaults"])
+    for section in ("compute_capability", "gpu_model"):
+        for name, values in document.get(section, {}).items():
+            unknown = set(values) - known
+            if unknown:
+                raise ThresholdsError(
+                    f'{path}: [{section}."{name}"] sets {sorted(unknown)}, which [defaults] '
+                    "does not define; every key needs a default"
+                )
+    return document
+
+
+def _check_overrides(overrides: Mapping[str, Any], known: Mapping[str, Any]) -> dict[str, float]:
+    checked: dict[str, float] = {}
+    for key, value in overrides.items():
+        if key not in known:
+            close = difflib.get_close_matches(str(key), list(known), n=1)
+            hint = f"; did you mean {close[0]!r}?" if close else ""
+            raise ThresholdsError(
+                f"unknown threshold {key!r} in the inventory's 'thresholds'{hint} "
+                f"Known thresholds: {', '.join(sorted(known))}"
+            )
+        if isinstance(value, bool) or not isinstance(value, int | float):
+            raise ThresholdsError(
+                f"threshold {key!r} must be a number; got {value!r} ({type(value).__name__})"
+            )
+        if value < 0:
+            raise ThresholdsError(f"threshold {key!r} must be >= 0 (0 = not asserted); got {value}")
+        checked[key] = float(value)
+    return checked
+
+
+def load_thresholds_with_sources(
+    compute_capability: str | tuple[int, int] | None,
+    gpu_model: str | None,
+    overrides: Mapping[str, Any] | None = None,
+    *,
+    path: Path = DEFAULT_PATH,
+) -> tuple[dict[str, float], dict[str, str]]:
+    """Thresholds and, per key, the layer it came from ("defaults", "compute_capability 8.0")."""
+    document = read_table(path)
+    values = {key: float(value) for key, value in document["defaults"].items()}
+    sources = dict.fromkeys(values, "defaults")
+    capability = parse_compute_capability(compute_capability)
+    if capability is not None:
+        tiers = sorted(
+            (parse_compute_capability(name), name)
+            for name in document.get("compute_capability", {})
+        )
+        for tier, name in tiers:
+            if tier is not None and tier <= capability:
+                for key, value in document["compute_capability"][name].items():
+                    values[key], sources[key] = float(value), f"compute_capability {name}"
+    if gpu_model:
+        models = {name.lower(): name for name in document.get("gpu_model", {})}
+        name = models.get(gpu_model.strip().lower())
+        if name is not None:
+            for key, value in document["gpu_model"][name].items():
+                values[key], sources[key] = float(value), f"gpu_model {name}"
+    for key, value in _check_overrides(overrides or {}, values).items():
+        values[key], sources[key] = value, "inventory override"
+    return values, sources
+
+
+def load_thresholds(
+    compute_capability: str | tuple[int, int] | None,
+    gpu_model: str | None,
+    overrides: Mapping[str, Any] | None = None,
+    *,
+    path: Path = DEFAULT_PATH,
+) -> dict[str, float]:
+    """Thresholds for one GPU: defaults, then compute-capability tiers, GPU model, overrides.
+
+    ``compute_capability`` and ``gpu_model`` may be None (no GPU): the defaults apply.
+    Unknown override keys raise ThresholdsError with the closest known key.
+
+    Example:
+        >>> load_thresholds("7.0", None)["mixed_precision_fp16_speedup_min"]
+        2.0
+    """
+    values, _ = load_thresholds_with_sources(compute_capability, gpu_model, overrides, path=path)
+    return values

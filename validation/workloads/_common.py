@@ -1,0 +1,309 @@
+"""What every workload shares: command line, stderr logging, device discovery and the JSON document.
+
+Example (a workload's module):
+    >>> def body(run: Run) -> None:
+    ...     run.config["steps"] = 10
+    ...     run.add_check("loss_finite", "correctness", Verdict("pass", "all finite"))
+    >>> if __name__ == "__main__":
+    ...     raise SystemExit(main("example", body, description="What it proves."))
+
+Imports only the standard library, numpy, TensorFlow (lazily) and the validation package:
+these files are copied to the hosts and run with the provisioned environment's Python.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import json
+import logging
+import math
+import os
+import socket
+import sys
+import time
+import traceback
+from collections.abc import Callable, Sequence
+from contextlib import AbstractContextManager, nullcontext
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from validation.harness import FAIL, NOT_APPLICABLE, Verdict, combine
+from validation.nvml_sampler import NvmlSampler
+from validation.workloads._devices import check_tensorflow_sees_the_gpus, discover_devices
+
+SCHEMA_VERSION = 1
+NO_GPU = "no GPU"
+CHECK_KINDS = ("correctness", "evidence", "speed", "utilization", "memory")
+
+
+class WorkloadError(RuntimeError):
+    """A workload that cannot run as asked; the message says what to change."""
+
+
+@dataclass
+class Run:
+    """One workload run: its arguments, devices, thresholds, and the document being filled in."""
+
+    workload: str
+    args: argparse.Namespace
+    tf: Any = None
+    gpus: list[str] = field(default_factory=list)  # TF logical GPU names, "/device:GPU:0", ...
+    cpus: list[str] = field(default_factory=list)
+    devices: list[dict[str, Any]] = field(default_factory=list)
+    compute_capability: tuple[int, int] | None = None
+    gpu_model: str | None = None
+    thresholds: dict[str, float] = field(default_factory=dict)
+    sampler: NvmlSampler | None = None
+    config: dict[str, Any] = field(default_factory=dict)
+    measurements: dict[str, Any] = field(default_factory=dict)
+    metrics: dict[str, Any] = field(default_factory=dict)
+    checks: list[dict[str, str]] = field(default_factory=list)
+    log: logging.Logger = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.log = logging.getLogger(self.workload)
+
+    @property
+    def quick(self) -> bool:
+        return bool(self.args.quick)
+
+    @property
+    def has_gpu(self) -> bool:
+        return bool(self.gpus)
+
+    @property
+    def speed_not_applicable(self) -> str | None:
+        """The reason speed verdicts cannot be given here (no GPU), else None."""
+        return None if self.has_gpu else NO_GPU
+
+    @property
+    def compute_devices(self) -> list[str]:
+        """The devices the workload trains on: the GPUs, else the logical CPU devices."""
+        return self.gpus or self.cpus
+
+    def sizes(
+        self, cpu: dict[str, Any], quick_gpu: dict[str, Any], full_gpu: dict[str, Any]
+    ) -> dict[str, Any]:
+        """The configuration for this run: CPU sizes without a GPU (whatever the tier: CPU
+        runs prove correctness only), else the quick or full GPU sizes. Recorded in config."""
+        chosen = dict(cpu if not self.has_gpu else quick_gpu if self.quick else full_gpu)
+        self.config.update(chosen, tier="quick" if self.quick else "full")
+        return chosen
+
+    def step(self, step: str, message: str = "", device: str | None = None) -> None:
+        """Log one line to stderr: timestamp, workload, device (default: all in use), step."""
+        if device is None:
+            device = ",".join(self.compute_devices) or "-"
+        device = device.replace("/device:", "")  # "GPU:0", as nvidia-smi users read it
+        self.log.info("step=%s %s", step, message, extra={"device": device})
+
+    def threshold(self, key: str) -> float:
+        """The threshold ``key``, recorded in config["thresholds"] as the document's evidence."""
+        if key not in self.thresholds:
+            raise WorkloadError(f"threshold {key!r} is not defined in thresholds.toml")
+        value = self.thresholds[key]
+        self.config.setdefault("thresholds", {})[key] = value
+        return value
+
+    def phase(self, label: str) -> AbstractContextManager[None]:
+        """Tag the NVML samples taken inside the block with ``label`` (no-op without NVML)."""
+        return self.sampler.phase(label) if self.sampler else nullcontext()
+
+    def timed(self, phase: str, fn: Callable[[], object]) -> Callable[[], object]:
+        """``fn`` wrapped so that the NVML samples taken while it runs are tagged ``phase``."""
+        sampler = self.sampler
+        if sampler is None:
+            return fn
+
+        def tagged() -> object:
+            with sampler.phase(phase):
+                return fn()
+
+        return tagged
+
+    def log_pair(self, device: str) -> Callable[[int, float, float], None]:
+        """An ``on_pair`` callback for compare_ab that logs each timed pair."""
+
+        def log(index: int, seconds_a: float, seconds_b: float) -> None:
+            self.step(f"pair{index}", f"a={seconds_a:.4f}s b={seconds_b:.4f}s", device)
+
+        return log
+
+    def add_check(self, name: str, kind: str, verdict: Verdict) -> Verdict:
+        if kind not in CHECK_KINDS:
+            raise WorkloadError(f"check kind {kind!r} is not one of {CHECK_KINDS}")
+        self.checks.append({"name": name, "kind": kind, **verdict.to_dict()})
+        self.step("check", f"{name} {verdict.status}: {verdict.reason}")
+        return verdict
+
+
+def _parser(workload: str, description: str) -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog=f"python -m validation.workloads.{workload}", description=description
+    )
+    parser.add_argument(
+        "--quick",
+        action="store_true",
+        help="small sizes and few repetitions (CI, and the quick validation tier)",
+    )
+    parser.add_argument(
+        "--json",
+        nargs="?",
+        const="-",
+        default="-",
+        metavar="PATH",
+        help="also write the JSON document to PATH (it is always printed)",
+    )
+    parser.add_argument(
+        "--thresholds",
+        default=None,
+        metavar="JSON",
+        help="threshold overrides as a JSON object, or @FILE holding one "
+        "(the inventory's 'thresholds'); keys from thresholds.toml",
+    )
+    parser.add_argument("--seed", type=int, default=0, help="seed for data and bootstrap")
+    return parser
+
+
+def _read_overrides(text: str | None) -> dict[str, Any]:
+    if not text:
+        return {}
+    try:
+        raw = Path(text[1:]).read_text() if text.startswith("@") else text
+        overrides = json.loads(raw)
+    except (OSError, json.JSONDecodeError) as exc:
+        raise WorkloadError(
+            f"--thresholds must be a JSON object or @FILE holding one: {exc}"
+        ) from None
+    if not isinstance(overrides, dict):
+        raise WorkloadError(f"--thresholds must be a JSON object; got {type(overrides).__name__}")
+    return overrides
+
+
+def _setup_logging() -> None:
+    handler = logging.StreamHandler(sys.stderr)
+    formatter = logging.Formatter(
+        "%(asctime)s.%(msecs)03dZ %(name)s device=%(device)s %(message)s",
+        datefmt="%Y-%m-%dT%H:%M:%S",
+    )
+    formatter.converter = time.gmtime
+    handler.setFormatter(formatter)
+    handler.addFilter(_default_device)
+    root = logging.getLogger()
+    root.handlers[:] = [handler]
+    root.setLevel(logging.INFO)
+
+
+def _default_device(record: logging.LogRecord) -> bool:
+    """TensorFlow's own Python log records carry no device; give them "-"."""
+    if not hasattr(record, "device"):
+        record.device = "-"
+    return True
+
+
+def _import_tensorflow() -> Any:
+    # TensorFlow's C++ INFO lines (oneDNN, CPU features) would drown the step log.
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "1")
+    import tensorflow as tf
+
+    # TensorFlow's Python INFO lines (one per collective) would too.
+    logging.getLogger("tensorflow").setLevel(logging.WARNING)
+    return tf
+
+
+def _document(run: Run, started: float, started_at: str, verdict: Verdict) -> dict[str, Any]:
+    summary = run.sampler.summary() if run.sampler else None
+    reason = None
+    if summary is None:
+        why = run.sampler.unavailable_reason if run.sampler else "sampler not started"
+        reason = f"{NO_GPU} ({why})" if not run.has_gpu else f"no NVML readings: {why}"
+    return {
+        "workload": run.workload,
+        "schema_version": SCHEMA_VERSION,
+        "host": socket.gethostname(),
+        "started_at": started_at,
+        "duration_s": round(time.monotonic() - started, 3),
+        "devices": run.devices,
+        "config": run.config,
+        "measurements": run.measurements,
+        "metrics": run.metrics,
+        "gpu_utilization": summary,
+        "gpu_utilization_reason": reason,
+        "checks": run.checks,
+        "verdict": verdict.to_dict(),
+    }
+
+
+def main(
+    workload: str,
+    body: Callable[[Run], None],
+    *,
+    description: str,
+    logical_cpus: int = 1,
+    add_arguments: Callable[[argparse.ArgumentParser], None] | None = None,
+    argv: Sequence[str] | None = None,
+) -> int:
+    """Parse arguments, set up devices and thresholds, run ``body``, print the JSON document.
+
+    Exit status: 0 when a document with a verdict was printed (whatever the verdict), 1 when the
+    workload crashed (a document with verdict "fail" and the error is still printed), 2 for
+    bad arguments (argparse's convention).
+    """
+    parser = _parser(workload, description)
+    if add_arguments:
+        add_arguments(parser)
+    args = parser.parse_args(argv)
+    _setup_logging()
+    started, started_at = time.monotonic(), dt.datetime.now(dt.timezone.utc).isoformat()
+    run = Run(workload=workload, args=args)
+    run.config.update({"quick": run.quick, "seed": args.seed})
+    status = 0
+    try:
+        overrides = _read_overrides(args.thresholds)
+        run.step("import", "importing TensorFlow")
+        run.tf = _import_tensorflow()
+        run.config["tensorflow_version"] = run.tf.__version__
+        run.sampler = NvmlSampler()
+        discover_devices(run, logical_cpus)
+        from validation.thresholds import load_thresholds
+
+        run.thresholds = load_thresholds(run.compute_capability, run.gpu_model, overrides)
+        run.step(
+            "devices", ", ".join(f"{d['name']} ({d['model'] or d['type']})" for d in run.devices)
+        )
+        check_tensorflow_sees_the_gpus(run)
+        with run.sampler.running():
+            body(run)
+        verdict = combine([(c["name"], Verdict(c["status"], c["reason"])) for c in run.checks])
+    except Exception as exc:  # the document must still come out, saying what broke
+        run.log.error("step=error %s", traceback.format_exc().rstrip(), extra={"device": "-"})
+        verdict = Verdict(FAIL, f"{type(exc).__name__}: {exc}")
+        status = 1
+    document = _document(run, started, started_at, verdict)
+    text = json.dumps(_plain(document), indent=2, allow_nan=False)
+    print(text)
+    if args.json not in (None, "-"):
+        Path(args.json).write_text(text + "\n")
+    run.step("done", f"verdict {verdict.status}: {verdict.reason}")
+    if run.sampler:
+        run.sampler.close()
+    return status
+
+
+def _plain(value: Any) -> Any:
+    """JSON-safe copy: numpy scalars/arrays as lists and numbers, infinities and NaN as null."""
+    if isinstance(value, dict):
+        return {str(k): _plain(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_plain(v) for v in value]
+    if hasattr(value, "tolist"):
+        return _plain(value.tolist())
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    return value
+
+
+def not_applicable(reason: str) -> Verdict:
+    return Verdict(NOT_APPLICABLE, reason)

@@ -1,0 +1,150 @@
+"""Gradient accumulation: 4 accumulated micro-batches update weights like one step on the 4x batch.
+
+Run: ``python -m validation.workloads.grad_accumulation [--quick] [--json PATH]``
+
+The seed guide's answer to "the batch does not fit": accumulate gradients over micro-batches
+and apply them once. Two copies of one model start from the same weights; one takes an SGD
+(momentum) step on the whole batch, the other averages the gradients of 4 quarter batches and
+applies them once. After several updates their weights must agree within tolerance.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+
+from validation.harness import FAIL, PASS, Verdict
+from validation.workloads._common import Run, main
+from validation.workloads._training import mlp, mse, synthetic_data
+
+QUICK: dict[str, Any] = {
+    "micro_batch": 16,
+    "micro_batches": 4,
+    "inputs": 32,
+    "width": 64,
+    "depth": 2,
+    "updates": 3,
+}
+FULL: dict[str, Any] = {
+    "micro_batch": 256,
+    "micro_batches": 4,
+    "inputs": 512,
+    "width": 2048,
+    "depth": 3,
+    "updates": 5,
+}
+
+
+def _steps(tf: Any, model: Any, optimizer: Any, micro_batches: int) -> tuple[Any, Any]:
+    """(whole-batch step, accumulated step) for one model/optimizer pair each."""
+    variables = model.trainable_variables
+
+    @tf.function
+    def whole(x: Any, y: Any) -> Any:
+        with tf.GradientTape() as tape:
+            loss = mse(tf, model(x, training=True), y)
+        optimizer.apply(tape.gradient(loss, variables), variables)
+        return loss
+
+    @tf.function
+    def accumulated(x: Any, y: Any) -> Any:
+        xs, ys = tf.split(x, micro_batches), tf.split(y, micro_batches)
+        total = [tf.zeros_like(v) for v in variables]
+        losses = []
+        for x_part, y_part in zip(xs, ys, strict=True):
+            with tf.GradientTape() as tape:
+                loss = mse(tf, model(x_part, training=True), y_part)
+            grads = tape.gradient(loss, variables)
+            total = [t + g for t, g in zip(total, grads, strict=True)]
+            losses.append(loss)
+        # Mean of equal-sized micro-batch means = mean over the whole batch.
+        optimizer.apply([t / micro_batches for t in total], variables)
+        return tf.add_n(losses) / micro_batches
+
+    return whole, accumulated
+
+
+def body(run: Run) -> None:
+    tf, keras = run.tf, run.tf.keras
+    cfg = run.sizes(QUICK, QUICK, FULL)
+    device = run.compute_devices[0]
+    batch = cfg["micro_batch"] * cfg["micro_batches"]
+    run.config.update(
+        batch=batch,
+        device=device,
+        optimizer="SGD(learning_rate=0.05, momentum=0.9)",
+        model="MLP (Dense + ReLU)",
+    )
+    x_np, y_np = synthetic_data(batch, cfg["inputs"], 8, run.args.seed)
+    with tf.device(device):
+        x, y = tf.constant(x_np), tf.constant(y_np)
+        # Model 0 takes whole-batch steps, model 1 accumulated ones, from the same weights.
+        models, steps = [], []
+        for index in range(2):
+            model = mlp(
+                keras,
+                inputs=cfg["inputs"],
+                width=cfg["width"],
+                depth=cfg["depth"],
+                outputs=8,
+                seed=run.args.seed,
+            )
+            optimizer = keras.optimizers.SGD(0.05, momentum=0.9)
+            optimizer.build(model.trainable_variables)
+            models.append(model)
+            steps.append(_steps(tf, model, optimizer, cfg["micro_batches"])[index])
+        whole, accumulated = steps
+        losses: dict[str, list[float]] = {"whole": [], "accumulated": []}
+        for update in range(cfg["updates"]):
+            losses["whole"].append(float(whole(x, y)))
+            losses["accumulated"].append(float(accumulated(x, y)))
+            run.step(
+                "update",
+                f"{update} whole={losses['whole'][-1]:.6f} "
+                f"accumulated={losses['accumulated'][-1]:.6f}",
+                device,
+            )
+    run.measurements["losses"] = losses
+    rtol = run.threshold("grad_accumulation_rtol")
+    atol = run.threshold("grad_accumulation_atol")
+    worst_excess = 0.0
+    worst_abs = 0.0
+    moved = 0.0
+    for a, b, start in zip(
+        models[0].get_weights(),
+        models[1].get_weights(),
+        _initial_weights(keras, cfg, run.args.seed),
+        strict=True,
+    ):
+        difference = np.abs(a - b)
+        worst_abs = max(worst_abs, float(difference.max()))
+        worst_excess = max(worst_excess, float((difference - (atol + rtol * np.abs(a))).max()))
+        moved = max(moved, float(np.abs(a - start).max()))
+    run.metrics.update(max_abs_weight_difference=worst_abs, max_weight_change=moved)
+    finite = all(map(math.isfinite, losses["whole"] + losses["accumulated"]))
+    # The check must be able to fail: weights that never moved would agree trivially.
+    ok = finite and worst_excess <= 0.0 and moved > 10 * atol
+    run.add_check(
+        "weights_match_large_batch",
+        "correctness",
+        Verdict(
+            PASS if ok else FAIL,
+            f"after {cfg['updates']} updates, {cfg['micro_batches']} accumulated micro-batches of "
+            f"{cfg['micro_batch']} vs one batch of {batch}: max weight difference {worst_abs:.2e} "
+            f"(rtol {rtol:.0e}, atol {atol:.0e}); weights moved up to {moved:.2e}"
+            f"{'' if finite else '; non-finite loss'}",
+        ),
+    )
+
+
+def _initial_weights(keras: Any, cfg: dict[str, Any], seed: int) -> list[Any]:
+    """The starting weights, rebuilt from the same seed, to prove that training moved them."""
+    return mlp(
+        keras, inputs=cfg["inputs"], width=cfg["width"], depth=cfg["depth"], outputs=8, seed=seed
+    ).get_weights()
+
+
+if __name__ == "__main__":
+    raise SystemExit(main("grad_accumulation", body, description=__doc__.splitlines()[0]))

@@ -1,0 +1,230 @@
+"""tf.data: a naive pipeline vs parallel map + cache + prefetch, against in-memory tensors.
+
+Run: ``python -m validation.workloads.input_pipeline [--quick] [--json PATH]``
+
+Each sample gets real per-sample work (resize, standardize, a few convolutions' worth of
+arithmetic on the CPU). Three sources feed the same compiled training step: batches already in
+device memory (the ceiling), the naive pipeline (sequential map), and the tuned one
+(`map(num_parallel_calls=AUTOTUNE)`, `cache()`, `prefetch(AUTOTUNE)`, the seed guide's recipe).
+The tuned pipeline must keep the step within a set fraction of the in-memory speed and the GPU
+busy (mean NVML utilization); both pipelines must yield the same batches.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+
+from validation.harness import (
+    FAIL,
+    INCONCLUSIVE,
+    PASS,
+    Verdict,
+    compare_ab,
+    judge_samples,
+    time_call,
+)
+from validation.workloads._common import NO_GPU, Run, main, not_applicable
+from validation.workloads._devices import nvml_index
+from validation.workloads._training import mlp, train_step
+
+QUICK: dict[str, Any] = {
+    "samples": 256,
+    "image": 32,
+    "resized": 24,
+    "batch": 32,
+    "width": 128,
+    "depth": 2,
+    "steps": 8,
+    "min_pairs": 8,
+    "max_pairs": 12,
+}
+QUICK_GPU: dict[str, Any] = {
+    "samples": 2048,
+    "image": 64,
+    "resized": 48,
+    "batch": 256,
+    "width": 4096,
+    "depth": 4,
+    "steps": 32,
+    "min_pairs": 8,
+    "max_pairs": 12,
+}
+FULL: dict[str, Any] = {
+    "samples": 8192,
+    "image": 64,
+    "resized": 48,
+    "batch": 256,
+    "width": 8192,
+    "depth": 6,
+    "steps": 64,
+    "min_pairs": 8,
+    "max_pairs": 24,
+}
+CLASSES = 10
+
+
+def _preprocess(tf: Any, resized: int) -> Any:
+    """Per-sample work a real pipeline does: decode-like cast, resize, standardize, flatten."""
+
+    def fn(image: Any, label: Any) -> tuple[Any, Any]:
+        x = tf.cast(image, tf.float32) / 255.0
+        x = tf.image.resize(x, [resized, resized], method="bicubic")
+        x = tf.image.adjust_contrast(x, 1.2)
+        x = tf.image.per_image_standardization(x)
+        return tf.reshape(x, [-1]), tf.one_hot(label, CLASSES)
+
+    return fn
+
+
+def _pipelines(tf: Any, images: np.ndarray, labels: np.ndarray, cfg: dict[str, Any]) -> dict:
+    fn = _preprocess(tf, cfg["resized"])
+    source = tf.data.Dataset.from_tensor_slices((images, labels))
+    naive = source.map(fn).batch(cfg["batch"], drop_remainder=True).repeat()
+    tuned = (
+        source.map(fn, num_parallel_calls=tf.data.AUTOTUNE)
+        .cache()
+        .batch(cfg["batch"], drop_remainder=True)
+        .repeat()
+        .prefetch(tf.data.AUTOTUNE)
+    )
+    return {"naive": naive, "tuned": tuned}
+
+
+def body(run: Run) -> None:
+    tf, keras = run.tf, run.tf.keras
+    cfg = run.sizes(QUICK, QUICK_GPU, FULL)
+    device = run.compute_devices[0]
+    features = cfg["resized"] ** 2 * 3
+    run.config.update(
+        device=device,
+        features=features,
+        tuned="map(AUTOTUNE) -> cache -> batch -> repeat -> prefetch(AUTOTUNE)",
+        naive="map -> batch -> repeat",
+    )
+    rng = np.random.default_rng(run.args.seed)
+    images = rng.integers(0, 256, (cfg["samples"], cfg["image"], cfg["image"], 3), np.uint8)
+    labels = rng.integers(0, CLASSES, cfg["samples"]).astype(np.int32)
+    pipelines = _pipelines(tf, images, labels, cfg)
+    batches_per_epoch = cfg["samples"] // cfg["batch"]
+
+    # Same batches from both pipelines: tuning must not change what the model sees.
+    naive_it, tuned_it = iter(pipelines["naive"]), iter(pipelines["tuned"])
+    worst = 0.0
+    for _ in range(min(batches_per_epoch, 4)):
+        (xn, yn), (xt, yt) = next(naive_it), next(tuned_it)
+        worst = max(
+            worst,
+            float(np.abs(xn.numpy() - xt.numpy()).max()),
+            float(np.abs(yn.numpy() - yt.numpy()).max()),
+        )
+    run.add_check(
+        "pipelines_agree",
+        "correctness",
+        Verdict(
+            PASS if worst <= 1e-5 else FAIL,
+            f"naive and tuned pipelines' first batches differ by at most {worst:.1e} "
+            "(tolerance 1e-5)",
+        ),
+    )
+
+    with tf.device(device):
+        model = mlp(
+            keras,
+            inputs=features,
+            width=cfg["width"],
+            depth=cfg["depth"],
+            outputs=CLASSES,
+            seed=run.args.seed,
+        )
+        step = train_step(tf, model, keras.optimizers.SGD(0.01), jit_compile=False)
+        in_memory = [
+            tuple(tf.identity(t) for t in batch)
+            for batch in pipelines["tuned"].take(batches_per_epoch)
+        ]
+
+    def from_memory() -> float:
+        loss: Any = None
+        for index in range(cfg["steps"]):
+            loss = step(*in_memory[index % len(in_memory)])
+        return float(loss)
+
+    def from_iterator(iterator: Any) -> Any:
+        def go() -> float:
+            loss: Any = None
+            for _ in range(cfg["steps"]):
+                x, y = next(iterator)
+                loss = step(x, y)
+            return float(loss)
+
+        return go
+
+    # Fill the tuned pipeline's cache before anything is timed.
+    tuned_iter = iter(pipelines["tuned"])
+    for _ in range(batches_per_epoch):
+        next(tuned_iter)
+    naive_run = run.timed("naive", from_iterator(iter(pipelines["naive"])))
+    naive_run()  # warm-up: the first batches pay for tracing the map function
+    naive_seconds = [time_call(naive_run) for _ in range(cfg["min_pairs"])]
+    run.measurements["naive_seconds"] = naive_seconds
+    finite = all(math.isfinite(from_memory()) for _ in range(2))
+
+    max_slowdown = run.threshold("input_pipeline_max_slowdown")
+    run.step("ab", f"in-memory vs tuned pipeline, {cfg['steps']} steps per repetition", device)
+    result = compare_ab(
+        run.timed("in_memory", from_memory),
+        run.timed("tuned", from_iterator(tuned_iter)),
+        threshold=1.0 / (1.0 + max_slowdown),
+        min_pairs=cfg["min_pairs"],
+        max_pairs=cfg["max_pairs"],
+        seed=run.args.seed,
+        not_applicable=run.speed_not_applicable,
+        on_pair=run.log_pair(device),
+    )
+    run.measurements["ab"] = result.to_dict()
+    in_memory_median = float(np.median(result.seconds_a))
+    run.metrics["tuned_slowdown"] = float(np.median(result.seconds_b)) / in_memory_median - 1.0
+    run.metrics["naive_slowdown"] = float(np.median(naive_seconds)) / in_memory_median - 1.0
+    run.add_check(
+        "losses_finite",
+        "correctness",
+        Verdict(
+            PASS if finite else FAIL, "training losses finite" if finite else "non-finite loss"
+        ),
+    )
+    run.add_check("tuned_not_starving", "speed", result.verdict)
+
+    floor = run.threshold("input_pipeline_gpu_utilization_min")
+    if not run.has_gpu:
+        run.add_check("gpu_busy_tuned", "utilization", not_applicable(NO_GPU))
+        return
+    if run.sampler is None or not run.sampler.available:
+        why = run.sampler.unavailable_reason if run.sampler else "sampler not started"
+        run.add_check("gpu_busy_tuned", "utilization", Verdict(INCONCLUSIVE, f"no NVML: {why}"))
+        return
+    key = f"gpu{nvml_index(0)}"  # the GPU that TensorFlow trains on
+    samples = [
+        s.utilization_pct for s in run.sampler.samples() if s.phase == "tuned" and s.device == key
+    ]
+    run.measurements["tuned_gpu_utilization_samples"] = samples
+    if len(samples) < 3:
+        run.add_check(
+            "gpu_busy_tuned",
+            "utilization",
+            Verdict(
+                INCONCLUSIVE,
+                f"only {len(samples)} NVML sample(s) of {key} while the tuned pipeline ran",
+            ),
+        )
+        return
+    run.metrics["tuned_gpu_utilization_mean"] = float(np.mean(samples))
+    _, verdict = judge_samples(
+        samples, threshold=floor, what=f"{key} utilization % (median)", seed=run.args.seed
+    )
+    run.add_check("gpu_busy_tuned", "utilization", verdict)
+
+
+if __name__ == "__main__":
+    raise SystemExit(main("input_pipeline", body, description=__doc__.splitlines()[0]))
