@@ -1,0 +1,159 @@
+"""Operation names of a `--dry --json` plan turned into sentences a person reads as drift.
+
+A plan names operations, not findings: "gpufleet driver | hold the driver packages" is listed
+for a host when that operation would change something there, i.e. the packages are not held.
+Each rule below says, for one operation name, what the host must look like for it to change.
+Rules match the last ``|`` segment of the name (the operation inside its stage); a name that
+no rule matches is reported as it is, so a new operation never hides.
+
+Example: ``sentence_for("gpufleet driver | hold the driver packages")``
+-> ``"NVIDIA driver packages no longer held"``
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from gpufleet.stages.driver import (
+    DKMS_MOK,
+    NOUVEAU_BLACKLIST,
+    PREFERENCES,
+    UNATTENDED_UPGRADES,
+)
+from gpufleet.stages.nvidia_repo import APT_PROXY, SOURCES
+
+
+@dataclass(frozen=True)
+class Rule:
+    """``pattern`` (full match on the operation) -> ``sentence`` (``str.format`` of its groups)."""
+
+    pattern: re.Pattern[str]
+    sentence: str
+
+
+def _rule(pattern: str, sentence: str) -> Rule:
+    return Rule(re.compile(pattern), sentence)
+
+
+# One rule per operation of deploy/gpu_node.py (gpufleet/stages/*.py), in deploy order, then
+# pyinfra's own operations when a deploy leaves them unnamed ("files.file (path=/x)").
+RULES: tuple[Rule, ...] = (
+    # nvidia_repo
+    _rule(r"no apt proxy", f"{APT_PROXY} exists though no apt proxy is declared"),
+    _rule(r"apt proxy", f"apt proxy setting in {APT_PROXY} differs"),
+    _rule(r"ca-certificates, curl, gnupg", "ca-certificates, curl or gnupg missing"),
+    _rule(
+        r"no cuda-keyring one-line source",
+        "cuda-keyring's one-line apt source is present (apt refuses it beside the managed one)",
+    ),
+    _rule(
+        r"NVIDIA CUDA repository.*",
+        f"NVIDIA CUDA repository key or {SOURCES} differs",
+    ),
+    # driver
+    _rule(r"kernel headers and DKMS", "kernel headers for the running kernel or DKMS missing"),
+    _rule(r"DKMS signs modules with the MOK", f"{DKMS_MOK} differs (DKMS module signing)"),
+    _rule(r"nouveau blacklisted.*", f"{NOUVEAU_BLACKLIST} differs (nouveau not blacklisted)"),
+    _rule(r"uninstall the runfile driver", "a runfile-installed NVIDIA driver is present"),
+    _rule(
+        r"remove the previous driver.*",
+        "NVIDIA driver packages of another branch (or a foreign driver) are installed",
+    ),
+    _rule(
+        r"no gpufleet apt preferences.*",
+        f"{PREFERENCES} exists though NVIDIA's pinning package locks the branch",
+    ),
+    _rule(r"lock the branch: NVIDIA's pinning package", "driver pinning package not installed"),
+    _rule(r"lock the branch: apt preferences", f"{PREFERENCES} differs (driver branch lock)"),
+    _rule(
+        r"NVIDIA driver packages of the locked branch",
+        "NVIDIA driver packages missing or at another version",
+    ),
+    _rule(r"hold the driver packages", "NVIDIA driver packages no longer held"),
+    _rule(r"record the driver branch in (?P<path>\S+)", "{path} differs (recorded driver branch)"),
+    _rule(
+        r"unattended-upgrades leaves .*",
+        f"{UNATTENDED_UPGRADES} differs (unattended-upgrades may upgrade NVIDIA packages)",
+    ),
+    _rule(
+        r"reboot if the running driver is not the installed one.*",
+        "the running driver is not the installed one (reboot pending)",
+    ),
+    # cuda_stack
+    _rule(r"system CUDA toolkit", "system CUDA toolkit missing or at another version"),
+    _rule(r"cuDNN runtime and dev, pinned", "cuDNN packages missing or at another version"),
+    _rule(r"NCCL runtime and dev, pinned", "NCCL packages missing or at another version"),
+    _rule(r"hold cuDNN and NCCL at these versions", "cuDNN or NCCL packages no longer held"),
+    # python_env
+    _rule(r"(?P<path>/\S+) for the installer", "{path} missing"),
+    _rule(r"Miniforge installer \(sha256 checked\)", "Miniforge installer missing or differs"),
+    _rule(r"Miniforge", "Miniforge not installed"),
+    _rule(r"conda environment", "conda environment missing"),
+    _rule(r"system Python with venv", "system Python or its venv module missing"),
+    _rule(r"tool venv for uv", "tool venv for uv missing"),
+    _rule(r"uv in the tool venv", "uv missing from the tool venv"),
+    _rule(r"virtual environment", "Python virtual environment missing"),
+    _rule(r"CUDA wheel settings.*", "CUDA wheel environment settings differ"),
+    _rule(r"conda activate\.d loads them", "conda activate.d hook differs"),
+    _rule(r"(?P<path>/\S+) wrapper", "{path} differs (Python wrapper)"),
+    _rule(r"pip constraints pinning .*", "pip constraints file differs"),
+    _rule(
+        r"pip install TensorFlow.*",
+        "TensorFlow (or a pinned nvidia-* wheel) not installed as declared",
+    ),
+    # validation_payload
+    _rule(r"validation suite, versioned.*", "validation suite missing or differs"),
+    # monitoring (periodic checks)
+    _rule(r"expectations for the periodic checks in (?P<path>\S+)", "{path} differs"),
+    _rule(r"(?P<unit>\S+) \(textfile collector\)", "{unit} not installed"),
+    _rule(
+        r"(?P<unit>\S+) reads textfiles from (?P<dir>\S+)",
+        "{unit} textfile collector setting ({dir}) differs",
+    ),
+    _rule(r"(?P<service>\S+) and (?P<timer>\S+) \((?P<when>.*)\)", "{service} or {timer} differs"),
+    _rule(
+        r"(?P<unit>\S+) enabled and (running|started)( \(.*\))?",
+        "{unit} not running or not enabled",
+    ),
+    # pyinfra's operations left unnamed: "module.op (arg=value, ...)"
+    _rule(
+        r"files\.(file|put|template) \((?:path|dest)=(?P<path>[^,)]+).*",
+        "{path} missing or differs",
+    ),
+    _rule(r"files\.(line|replace|block) \(path=(?P<path>[^,)]+).*", "{path} differs"),
+    _rule(r"files\.directory \(path=(?P<path>[^,)]+).*", "directory {path} missing or differs"),
+    _rule(r"files\.link \(path=(?P<path>[^,)]+).*", "link {path} missing or differs"),
+    _rule(
+        r"(?:systemd|server)\.service \((?:service=)?(?P<unit>[^,)]+).*",
+        "{unit} not in the declared state",
+    ),
+    _rule(r"(?:apt|server)\.packages \(packages=(?P<packages>.+)\)", "packages {packages} differ"),
+)
+
+# The deploy names operations "deploy name | operation name" (nested deploys add segments).
+_SEPARATOR = " | "
+
+
+def operation_part(name: str) -> str:
+    """The operation's own name without its deploy prefix: ``"gpufleet driver | x"`` -> ``"x"``."""
+    return name.rsplit(_SEPARATOR, 1)[-1].strip()
+
+
+def sentence_for(name: str, rules: tuple[Rule, ...] = RULES) -> str:
+    """What a pending change of operation ``name`` means for the host, or the name itself.
+
+    Example: ``sentence_for("files.file (path=/etc/x)") == "/etc/x differs"``
+    """
+    part = operation_part(name)
+    for rule in rules:
+        found = rule.pattern.fullmatch(part)
+        if found:
+            groups = {key: value for key, value in found.groupdict().items() if value is not None}
+            return rule.sentence.format(**groups)
+    return f"would change: {name}"
+
+
+def conditional_sentence(name: str) -> str:
+    """An operation behind ``_if``: its outcome is only known when the run gets there."""
+    return f"{operation_part(name)}: may differ (checked at run time)"

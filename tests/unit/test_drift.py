@@ -1,0 +1,482 @@
+"""`gpufleet drift`: recorded real pyinfra 3.10 outputs, then the command against @local.
+
+Recorded cases live in tests/fixtures/drift/recorded (see SOURCES.md there); the end-to-end
+tests run the real pyinfra CLI on this machine with the tiny deploy beside them.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from gpufleet import drift_cmd
+from gpufleet.drift import (
+    DriftError,
+    DriftReport,
+    HostDrift,
+    PlanRun,
+    build_report,
+    fatal_message,
+    merge_validation,
+    parse_plan,
+    parse_stderr,
+    plan_command,
+)
+from gpufleet.drift_sentences import conditional_sentence, operation_part, sentence_for
+from gpufleet.drift_validation import read_documents, run_id_of, validate_command
+from gpufleet.report.fleet import read_drift
+from gpufleet.report.schema import new_document
+
+DRIFT = Path(__file__).resolve().parents[1] / "fixtures" / "drift"
+RECORDED = DRIFT / "recorded"
+PROBE_DEPLOY = DRIFT / "deploy_probe.py"
+
+
+def recorded(case: str) -> tuple[list[str], PlanRun]:
+    """The inventory's host names and the plan run, as recorded."""
+    meta = json.loads((RECORDED / f"{case}.meta.json").read_text())
+    run = PlanRun(
+        returncode=meta["returncode"],
+        stdout=(RECORDED / f"{case}.stdout").read_text(),
+        stderr=(RECORDED / f"{case}.stderr").read_text(),
+        command=meta["command"],
+    )
+    return meta["hosts"], run
+
+
+def report_of(case: str) -> DriftReport:
+    hosts, run = recorded(case)
+    return build_report(hosts, run, checked_at="2026-11-30T09:00:00+00:00")
+
+
+# --- the plan command -------------------------------------------------------------------
+
+
+def test_plan_command_never_skips_change_detection():
+    command = plan_command("inv.py", "deploy.py", ["gpu-*"])
+    assert command[1:] == ["inv.py", "deploy.py", "--dry", "--json", "--debug", "--limit", "gpu-*"]
+    assert "-y" not in command and "--yes" not in command
+
+
+def test_recordings_were_made_with_the_command_drift_runs():
+    for meta_path in RECORDED.glob("*.meta.json"):
+        meta = json.loads(meta_path.read_text())
+        assert meta["command"][3:6] == ["--dry", "--json", "--debug"], meta_path.name
+        assert meta["pyinfra"].endswith("3.10.0"), meta_path.name
+
+
+# --- recorded runs of the tiny deploy on @local ------------------------------------------
+
+
+def test_file_present_is_clean_and_the_conditional_op_is_not_drift():
+    report = report_of("local_present")
+    host = report.hosts["@local"]
+    assert host.status == "clean"
+    assert host.changes == []
+    assert host.conditional == ["conditional check: may differ (checked at run time)"]
+    assert report.exit_status == 0
+
+
+def test_missing_file_is_drift_naming_the_file():
+    report = report_of("local_missing")
+    host = report.hosts["@local"]
+    assert host.status == "drift"
+    assert host.changes == ["/nonexistent/gpufleet-drift-probe missing or differs"]
+    assert host.operations == ["files.file (path=/nonexistent/gpufleet-drift-probe, touch=False)"]
+    assert report.exit_status == 1
+
+
+def test_unreachable_host_beside_a_reachable_one():
+    report = report_of("local_and_unreachable")
+    assert report.hosts["@local"].status == "clean"
+    down = report.hosts["127.0.0.1"]
+    assert down.status == "unreachable"
+    assert (
+        down.reason == "Could not connect ([Errno None] Unable to connect to port 1 on 127.0.0.1)"
+    )
+    assert report.exit_status == 2
+
+
+def test_only_unreachable_hosts_pyinfra_stops_without_a_plan():
+    hosts, run = recorded("unreachable")
+    assert run.returncode == 1 and parse_plan(run.stdout) is None
+    report = build_report(hosts, run)
+    assert report.hosts["127.0.0.1"].status == "unreachable"
+    assert "Unable to connect to port 1" in (report.hosts["127.0.0.1"].reason or "")
+    assert report.exit_status == 2
+
+
+def test_host_failed_while_planning_is_an_error_with_its_message():
+    report = report_of("local_and_refused")
+    refused = report.hosts["@fake/refused"]
+    assert refused.status == "error"
+    assert refused.reason == "failed while planning: refused while planning: x_refuse is set"
+    assert report.hosts["@local"].status == "clean"
+    assert report.exit_status == 2
+
+
+def test_deploy_that_raises_stops_every_host_with_the_exception_named():
+    report = report_of("local_and_raising")
+    for host in report.hosts.values():
+        assert host.status == "error"
+        assert host.reason is not None
+        assert host.reason.endswith("RuntimeError: x_raise is set: this deploy refuses to plan")
+    assert "An exception occurred in:" in report.notes[0]
+    assert report.exit_status == 2
+
+
+def test_mistyped_inventory_plans_nothing_and_exits_zero_so_drift_must_check_hosts_first():
+    hosts, run = recorded("mistyped_inventory")
+    assert hosts == [] and run.returncode == 0 and parse_plan(run.stdout) == []
+    assert "is neither an inventory file" in run.stderr
+    # This is why drift_cmd reads the inventory's hosts before planning: see the e2e tests.
+    assert build_report(hosts, run).hosts == {}
+
+
+# --- recorded plans of deploy/gpu_node.py through @fake hosts -----------------------------
+
+
+def test_real_deploy_names_each_tampered_host_and_nothing_else():
+    report = report_of("gpu_node_fake_fleet")
+    assert report.hosts["@fake/gpu-clean"].status == "clean"
+    assert report.hosts["@fake/gpu-clean"].changes == []
+    unheld = report.hosts["@fake/gpu-unheld-nccl-persistenced-dead"]
+    assert unheld.status == "drift"
+    assert unheld.changes == [
+        "nvidia-persistenced not running or not enabled",
+        "cuDNN or NCCL packages no longer held",
+    ]
+    edited = report.hosts["@fake/gpu-nouveau-edited"]
+    assert edited.changes == [
+        "/etc/modprobe.d/gpufleet-blacklist-nouveau.conf differs (nouveau not blacklisted)"
+    ]
+    assert edited.operations == [
+        "gpufleet driver | nouveau blacklisted (initramfs rebuilt on change)"
+    ]
+
+
+def test_real_deploy_preflight_refusal_is_reported_with_its_fix():
+    report = report_of("gpu_node_fake_fleet")
+    gone = report.hosts["@fake/gpu-gone"]
+    assert gone.status == "error"
+    assert gone.reason is not None
+    assert "gpufleet preflight refused this host: no NVIDIA GPU on the PCI bus" in gone.reason
+    assert "Fix:" in gone.reason
+    assert report.exit_status == 2
+
+
+@pytest.mark.parametrize("case", ["gpu_node_fake_fleet", "gpu_node_fresh_hosts"])
+def test_every_operation_of_the_real_deploy_has_a_sentence(case):
+    _, run = recorded(case)
+    plan = parse_plan(run.stdout)
+    assert plan
+    unexplained = [op["name"] for op in plan if sentence_for(op["name"]).startswith("would change")]
+    assert unexplained == []
+
+
+def test_fresh_hosts_plan_reads_stage_by_stage():
+    report = report_of("gpu_node_fresh_hosts")
+    assert report.exit_status == 1
+    hgx = report.hosts["@fake/fresh-hgx-h100"].changes
+    assert "nvidia-fabricmanager not running or not enabled" in hgx
+    branch = report.hosts["@fake/branch-570-apt-preferences"].changes
+    assert "/etc/apt/preferences.d/gpufleet-nvidia-driver differs (driver branch lock)" in branch
+    assert "NVIDIA driver packages no longer held" in branch
+    assert "a runfile-installed NVIDIA driver is present" in (
+        report.hosts["@fake/replace-runfile"].changes
+    )
+
+
+# --- sentences ---------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("name", "sentence"),
+    [
+        ("gpufleet driver | hold the driver packages", "NVIDIA driver packages no longer held"),
+        ("files.file (path=/etc/x)", "/etc/x missing or differs"),
+        ("files.directory (path=/opt/y)", "directory /opt/y missing or differs"),
+        (
+            "gpufleet monitoring | gpufleet-periodic.timer enabled and started",
+            "gpufleet-periodic.timer not running or not enabled",
+        ),
+        (
+            "gpufleet monitoring | expectations for the periodic checks in /etc/g/e.json",
+            "/etc/g/e.json differs",
+        ),
+        ("site | something new", "would change: site | something new"),
+    ],
+)
+def test_sentence_for(name, sentence):
+    assert sentence_for(name) == sentence
+
+
+def test_operation_part_and_conditional_sentence():
+    assert operation_part("outer | gpufleet driver | x y") == "x y"
+    assert conditional_sentence("gpufleet driver | x") == "x: may differ (checked at run time)"
+
+
+# --- parsing edge cases ------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("stdout", "message"),
+    [
+        ("Traceback (most recent call last):", "something other than its --json plan"),
+        ('{"operations": {}}', "no 'plan' list"),
+        ('{"plan": [{"name": "x"}]}', "lacks 'hosts_with_change'"),
+    ],
+)
+def test_parse_plan_refuses_what_is_not_a_plan(stdout, message):
+    with pytest.raises(DriftError, match=message):
+        parse_plan(stdout)
+
+
+def test_parse_stderr_ignores_debug_lines_and_unknown_names():
+    _, run = recorded("gpu_node_fake_fleet")
+    events = parse_stderr(run.stderr, ["@fake/gpu-clean", "@fake/gpu-gone"])
+    assert events["@fake/gpu-clean"].connected
+    assert events["@fake/gpu-clean"].messages == []
+    assert events["@fake/gpu-gone"].failed_at == "prepare"
+    assert set(events) == {"@fake/gpu-clean", "@fake/gpu-gone"}
+
+
+def test_nonzero_exit_without_a_named_failure_is_never_clean():
+    _, run = recorded("local_present")
+    broken = PlanRun(returncode=1, stdout=run.stdout, stderr=run.stderr + "--> pyinfra error: x\n")
+    report = build_report(["@local"], broken)
+    assert report.hosts["@local"].status == "error"
+    assert report.exit_status == 2
+    assert "pyinfra error: x" in report.notes[0]
+
+
+def test_fatal_message_keeps_header_and_end_of_a_long_traceback():
+    stderr = "--> Loading config...\n--> pyinfra error: boom\n" + "".join(
+        f"  line {i}\n" for i in range(40)
+    )
+    text = fatal_message(stderr, lines=6).splitlines()
+    assert text[0] == "--> pyinfra error: boom"
+    assert text[1] == "..."
+    assert text[-1] == "  line 39"
+
+
+# --- validation merge --------------------------------------------------------------------
+
+
+def results(host: str, checks: list[dict[str, Any]], run_error: str | None = None) -> dict:
+    return new_document(
+        host=host,
+        run_id="20261130T090000Z-abc123",
+        started_at="2026-11-30T09:00:00+00:00",
+        tier="quick",
+        target="ssh://x",
+        spec={},
+        checks=checks,
+        workloads=[],
+        gpu_health=None,
+        run_error=run_error,
+    )
+
+
+def check(name: str, status: str, message: str = "") -> dict[str, Any]:
+    return {"name": name, "status": status, "message": message, "figures": {}}
+
+
+def test_merge_validation_failures_clean_errors_and_unreachable():
+    report = DriftReport(
+        hosts={name: HostDrift(name=name) for name in ("ok", "fails", "broke", "none", "down")},
+        checked_at="",
+    )
+    report.hosts["down"].status, report.hosts["down"].reason = "unreachable", "Could not connect"
+    documents = {
+        "ok": results("ok", [check("host_state::driver", "pass")]),
+        "fails": results(
+            "fails",
+            [
+                check("host_state::nouveau_not_loaded", "fail", "nouveau is loaded"),
+                check("gpu_health::ecc", "pass"),
+                check("workloads::xla", "error", "ptxas not found"),
+            ],
+        ),
+        "broke": results("broke", [], run_error="ssh: connection refused"),
+        "none": None,
+    }
+    merge_validation(report, documents, why_missing="no results file")
+    assert report.hosts["ok"].status == "clean"
+    fails = report.hosts["fails"]
+    assert fails.status == "drift"
+    assert fails.validation_failures == [
+        {
+            "check": "host_state::nouveau_not_loaded",
+            "status": "fail",
+            "message": "nouveau is loaded",
+        },
+        {"check": "workloads::xla", "status": "error", "message": "ptxas not found"},
+    ]
+    assert report.hosts["broke"].status == "error"
+    assert "ssh: connection refused" in (report.hosts["broke"].reason or "")
+    assert report.hosts["none"].reason == "validation left no results: no results file"
+    assert report.hosts["down"].reason == "Could not connect"
+    assert report.exit_status == 2
+
+
+def test_validation_run_id_and_documents(tmp_path):
+    run_id = "20261130T090000Z-abc123"
+    stdout = (
+        f"table...\nresults: {tmp_path}/*/{run_id}.json  junit: {tmp_path}/junit/{run_id}.xml\n"
+    )
+    assert run_id_of(stdout) == run_id
+    assert run_id_of("gpufleet validate: inventory file 'x.py' does not exist") is None
+    folder = tmp_path / "@ssh_gpu-b"
+    folder.mkdir()
+    (folder / f"{run_id}.json").write_text(json.dumps(results("@ssh/gpu-b", [])))
+    documents = read_documents(tmp_path, run_id, ["@ssh/gpu-b", "gpu-c"])
+    assert documents["@ssh/gpu-b"] is not None and documents["@ssh/gpu-b"]["host"] == "@ssh/gpu-b"
+    assert documents["gpu-c"] is None
+    command = validate_command("inv.py", tmp_path, ["gpu-*"])
+    assert command[2:] == [
+        "gpufleet.cli",
+        "validate",
+        "inv.py",
+        "--tier",
+        "quick",
+        "--results-dir",
+        str(tmp_path),
+        "--limit",
+        "gpu-*",
+    ]
+
+
+def test_real_quick_tier_results_merge_into_the_report():
+    """`gpufleet validate` on this (GPU-less, unprovisioned) machine, as recorded."""
+    stdout = (RECORDED / "validate_local_quick.stdout").read_text()
+    run_id = run_id_of(stdout)
+    assert run_id == "20261130T090644Z-4010c9"
+    documents = read_documents(RECORDED / "validate_local_quick", run_id, ["@local"])
+    report = DriftReport(hosts={"@local": HostDrift(name="@local")}, checked_at="")
+    merge_validation(report, documents, why_missing="")
+    host = report.hosts["@local"]
+    assert host.status == "drift"
+    assert [f["check"] for f in host.validation_failures] == [
+        "host_state::driver_packages_locked",
+        "host_state::cuda_stack_packages_pinned",
+        "host_state::unattended_upgrades_blacklist",
+    ]
+    assert host.validation_failures[0]["message"].startswith("not installed: nvidia-open")
+
+
+# --- output files ------------------------------------------------------------------------
+
+
+def test_drift_json_is_what_the_fleet_report_reads(tmp_path):
+    report = report_of("gpu_node_fake_fleet")
+    paths = drift_cmd.write_drift_files(report, tmp_path)
+    assert len(paths) == 4
+    folder = tmp_path / "@fake_gpu-unheld-nccl-persistenced-dead"
+    read = read_drift(folder / "drift.json")
+    assert read is not None
+    assert read.changes == [
+        "nvidia-persistenced not running or not enabled",
+        "cuDNN or NCCL packages no longer held",
+    ]
+    assert read.status == "drift"
+    gone = read_drift(tmp_path / "@fake_gpu-gone" / "drift.json")
+    assert gone is not None and gone.status == "error"
+    assert "no NVIDIA GPU on the PCI bus" in gone.reason
+    document = json.loads((folder / "drift.json").read_text())
+    assert document["host"] == "@fake/gpu-unheld-nccl-persistenced-dead"
+    assert document["status"] == "drift"
+    assert document["checked_at"] == "2026-11-30T09:00:00+00:00"
+
+
+def test_report_json_shape():
+    document = report_of("local_and_unreachable").to_dict()
+    assert document["exit_status"] == 2
+    assert set(document["hosts"]) == {"@local", "127.0.0.1"}
+    assert set(document["hosts"]["@local"]) == {
+        "status",
+        "reason",
+        "changes",
+        "operations",
+        "conditional",
+        "validation_failures",
+    }
+    json.dumps(document)
+
+
+def test_validation_is_on_by_default():
+    parser = drift_cmd.build_parser()
+    assert parser.parse_args(["inv.py"]).validation is True
+    assert parser.parse_args(["inv.py", "--no-validation"]).validation is False
+    assert parser.parse_args(["inv.py", "--with-validation"]).validation is True
+
+
+# --- end to end: the real pyinfra CLI against @local ---------------------------------------
+
+
+def write_local_inventory(folder: Path, probe: Path) -> Path:
+    path = folder / "inventory.py"
+    path.write_text(f"hosts = [('@local', {{'x_probe_file': {str(probe)!r}}})]\n")
+    return path
+
+
+def drift(capsys, *args: str) -> tuple[int, str, str]:
+    status = drift_cmd.main([*args, "--deploy", str(PROBE_DEPLOY), "--no-validation"])
+    out, err = capsys.readouterr()
+    return status, out, err
+
+
+def test_e2e_file_present_then_removed(tmp_path, capsys):
+    probe = tmp_path / "probe"
+    probe.write_text("x")
+    inventory = str(write_local_inventory(tmp_path, probe))
+    status, out, _ = drift(capsys, inventory)
+    assert status == 0, out
+    assert "@local  clean" in out
+    probe.unlink()
+    results_dir = tmp_path / "results"
+    status, out, _ = drift(capsys, inventory, "--json", "--results-dir", str(results_dir))
+    assert status == 1
+    document = json.loads(out)
+    assert document["exit_status"] == 1
+    assert document["hosts"]["@local"]["status"] == "drift"
+    assert document["hosts"]["@local"]["changes"] == [f"{probe} missing or differs"]
+    written = read_drift(results_dir / "@local" / "drift.json")
+    assert written is not None and written.changes == [f"{probe} missing or differs"]
+
+
+def test_e2e_unreachable_host(capsys):
+    status, out, _ = drift(capsys, str(DRIFT / "inventories" / "unreachable.py"))
+    assert status == 2
+    assert "127.0.0.1  unreachable" in out
+    assert "Could not connect" in out
+
+
+@pytest.mark.parametrize(
+    ("make_inventory", "message"),
+    [
+        (lambda d: str(d / "no_such_inventory.py"), "does not exist"),
+        (lambda d: _written(d / "empty.py", "'''No hosts here.'''\n"), "yields no hosts"),
+        (lambda d: str(DRIFT / "inventories" / "local_present.py"), "matches no host"),
+    ],
+)
+def test_e2e_unusable_inventory_is_an_error(tmp_path, capsys, make_inventory, message):
+    extra = ["--limit", "gpu-*"] if message == "matches no host" else []
+    status, out, err = drift(capsys, make_inventory(tmp_path), *extra)
+    assert status == 2
+    assert out == ""
+    assert message in err
+
+
+def test_e2e_missing_deploy_file(capsys):
+    status = drift_cmd.main(["@local", "--deploy", "/nonexistent/deploy.py", "--no-validation"])
+    assert status == 2
+    assert "deploy file '/nonexistent/deploy.py' does not exist" in capsys.readouterr().err
+
+
+def _written(path: Path, text: str) -> str:
+    path.write_text(text)
+    return str(path)
