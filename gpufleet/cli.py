@@ -17,7 +17,7 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "drift": ("gpufleet.drift_cmd", "report what differs from the declared state, host by host"),
     "report": ("gpufleet.report.cmd", "render results JSON into a fleet report"),
     "sandbox": ("gpufleet.sandbox.cli", "bring the local test fleet up or down (needs root)"),
-    "diagnose": ("gpufleet.diagnose_cmd", "explain known GPU/TensorFlow failure signatures in a log"),
+    "diagnose": ("gpufleet.diagnose_cmd", "name known GPU/TensorFlow failures in a log"),
     "matrix": ("gpufleet.matrix_cmd", "resolve TF/CUDA/cuDNN/NCCL/driver versions for a host"),
 }
 

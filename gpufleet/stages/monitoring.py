@@ -1,0 +1,242 @@
+"""Periodic on-host checks: a systemd timer running the quick tier, and node_exporter's textfile."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import posixpath
+import re
+from collections.abc import Mapping
+
+from pyinfra import host
+from pyinfra.api import DeployError, OperationError, QuoteString, StringCommand, deploy, operation
+from pyinfra.operations import systemd
+
+from gpufleet import baseline
+from gpufleet.operations import apt as gpufleet_apt
+from gpufleet.operations import files as gpufleet_files
+from gpufleet.operations.probes import FileDigest
+from gpufleet.spec import NodeSpec
+from gpufleet.stages.node import NodePlan, node_plan
+from gpufleet.stages.python_env import WRAPPER
+from gpufleet.templates import render
+
+SERVICE = "gpufleet-periodic.service"
+TIMER = "gpufleet-periodic.timer"
+UNIT_DIR = "/etc/systemd/system"
+STATE_DIR = "/var/lib/gpufleet"
+EXPECTATIONS = "/etc/gpufleet/expectations.json"
+# Spreads a fleet's runs so that hosts sharing a power feed or a network do not all load up
+# at once; short enough for an hourly schedule.
+RANDOMIZED_DELAY = "15min"
+# The service's limit: the quick tier's workloads have 300 s each (validation.periodic).
+TIMEOUT_S = 1800
+# Where Debian's and Ubuntu's prometheus-node-exporter package reads textfiles (its
+# README.textfile; the binary's built-in default).
+NODE_EXPORTER_TEXTFILE_DIR = "/var/lib/prometheus/node-exporter"
+NODE_EXPORTER = "prometheus-node-exporter"
+NODE_EXPORTER_DROPIN = f"{UNIT_DIR}/{NODE_EXPORTER}.service.d/gpufleet-textfile.conf"
+# Only the data keys the periodic run reads: the file is world-readable and host data can
+# hold credentials (apt_proxy, pip_index_url).
+EXPECTATION_KEYS = ("tf_version", "gpu_count", "gpu_less", "thresholds")
+
+
+def systemd_quote(value: str) -> str:
+    """One ExecStart= argument, double-quoted for systemd (``%`` doubled: it starts specifiers).
+
+    Example: ``systemd_quote("/opt/my dir")`` -> ``"/opt/my dir"`` with the quotes.
+    """
+    if any(ch in value for ch in "\n\r\0"):
+        raise DeployError(f"{value!r} holds a line break or NUL; systemd cannot run it")
+    escaped = value.replace("\\", "\\\\").replace('"', '\\"').replace("%", "%%")
+    return f'"{escaped}"'
+
+
+def check_schedule(schedule: str) -> str:
+    """Refuse an OnCalendar= value that cannot be one line of a unit file (systemd checks the
+    rest on the host: ``systemd-analyze calendar 'Mon *-*-* 03:00'``)."""
+    if not schedule.strip() or re.search(r"[\n\r\0]", schedule):
+        raise DeployError(
+            f"periodic_schedule {schedule!r} is not a systemd calendar expression; use e.g. "
+            "'daily', 'hourly' or 'Mon..Fri *-*-* 03:00' (see `systemd-analyze calendar`)"
+        )
+    return schedule.strip()
+
+
+def exec_start(spec: NodeSpec, *, textfile: bool) -> str:
+    """The service's command line: the environment's Python running validation.periodic."""
+    args = [
+        WRAPPER,
+        "-m",
+        "validation.periodic",
+        "--tier",
+        "quick",
+        "--out",
+        STATE_DIR,
+        "--results-dir",
+        spec.results_dir,
+        "--expectations",
+        EXPECTATIONS,
+    ]
+    if textfile:
+        args += ["--textfile-dir", spec.textfile_dir]
+    return " ".join(systemd_quote(a) for a in args)
+
+
+def unit_texts(spec: NodeSpec, *, textfile: bool) -> dict[str, str | None]:
+    """The service and timer files, by path on the host."""
+    payload_dir = f"{spec.payload_dir.rstrip('/')}/current"
+    return {
+        f"{UNIT_DIR}/{SERVICE}": render(
+            "periodic/gpufleet-periodic.service.j2",
+            tier="quick",
+            payload_dir=payload_dir.replace("%", "%%"),
+            pythonpath=systemd_quote(f"PYTHONPATH={payload_dir}"),
+            exec_start=exec_start(spec, textfile=textfile),
+            timeout_s=TIMEOUT_S,
+        ),
+        f"{UNIT_DIR}/{TIMER}": render(
+            "periodic/gpufleet-periodic.timer.j2",
+            schedule=check_schedule(spec.periodic_schedule),
+            randomized_delay=RANDOMIZED_DELAY,
+        ),
+    }
+
+
+def expectations_text(host_name: str, spec: NodeSpec) -> str:
+    """The expectations file validation.periodic reads (``--expectations``)."""
+    data = {key: getattr(spec, key) for key in EXPECTATION_KEYS}
+    document = {"expectations_version": 1, "host": host_name, "tier": "quick", "host_data": data}
+    return json.dumps(document, indent=2, sort_keys=True, default=str) + "\n"
+
+
+@operation()
+def unit_files(units: Mapping[str, str | None], restart: list[str] | None = None):
+    """
+    Write systemd unit files; when any changed, reload systemd and restart what uses them.
+
+    + units: absolute path -> the unit file's text, or None for "must not exist"
+    + restart: units to ``systemctl try-restart`` after a change (running ones only)
+
+    **Example:**
+
+    .. code:: python
+
+        unit_files(
+            units={"/etc/systemd/system/x.timer": "[Timer]\\nOnCalendar=daily\\n"},
+            restart=["x.timer"],
+        )
+    """
+    changed = []
+    for path, text in sorted(units.items()):
+        if not path.startswith("/"):
+            raise OperationError(f"unit_files: path {path!r} must be absolute")
+        current = host.get_fact(FileDigest, path=path)
+        if text is None:
+            if current is not None:
+                changed.append(path)
+                yield StringCommand("rm -f", QuoteString(path))
+            continue
+        wanted = hashlib.sha256(text.encode()).hexdigest()
+        if current and current["sha256"] == wanted and current["mode"] == "644":
+            continue
+        changed.append(path)
+        yield StringCommand("mkdir -p", QuoteString(posixpath.dirname(path)))
+        # printf through the remote shell: one round trip and no temp file; the text holds no
+        # secret (unit files are world-readable anyway).
+        yield StringCommand("printf '%s'", QuoteString(text), ">", QuoteString(path))
+        yield StringCommand("chmod 644", QuoteString(path))
+    if not changed:
+        host.noop(f"{', '.join(sorted(units))} up to date")
+        return
+    yield "systemctl daemon-reload"
+    for unit in restart or ():
+        yield StringCommand("systemctl try-restart", QuoteString(unit))
+
+
+@deploy("gpufleet monitoring")
+def periodic_checks(plan: NodePlan | None = None):
+    """
+    Install the periodic checks: ``gpufleet-periodic.timer`` (``periodic_schedule``, daily
+    by default) runs the quick validation tier and the GPU health checks with the
+    environment's Python and writes results under /var/lib/gpufleet; with ``node_exporter``,
+    also installs prometheus-node-exporter and writes metrics to ``textfile_dir``.
+
+    .. code:: python
+
+        periodic_checks()
+    """
+    plan = plan or node_plan()
+    spec = plan.spec
+    if not spec.periodic_checks:
+        host.noop("periodic checks off (periodic_checks: False)")
+        return
+    gpufleet_files.content(
+        name=f"expectations for the periodic checks in {EXPECTATIONS}",
+        path=EXPECTATIONS,
+        text=expectations_text(host.name, spec),
+    )
+    if spec.node_exporter:
+        gpufleet_apt.install(
+            name=f"{NODE_EXPORTER} (textfile collector)",
+            packages=[NODE_EXPORTER],
+            update_first=True,
+        )
+        dropin = spec.textfile_dir.rstrip("/") != NODE_EXPORTER_TEXTFILE_DIR
+        flag = f"--collector.textfile.directory={spec.textfile_dir}"
+        unit_files(
+            name=f"{NODE_EXPORTER} reads textfiles from {spec.textfile_dir}",
+            units={
+                NODE_EXPORTER_DROPIN: render(
+                    "periodic/node-exporter-textfile.conf.j2",
+                    textfile_dir=spec.textfile_dir,
+                    textfile_flag=systemd_quote(flag),
+                )
+                if dropin
+                else None
+            },
+            restart=[f"{NODE_EXPORTER}.service"],
+        )
+        systemd.service(
+            name=f"{NODE_EXPORTER} enabled and running",
+            service=f"{NODE_EXPORTER}.service",
+            running=True,
+            enabled=True,
+        )
+    unit_files(
+        name=f"{SERVICE} and {TIMER} ({spec.periodic_schedule})",
+        units=unit_texts(spec, textfile=spec.node_exporter),
+        restart=[TIMER],
+    )
+    systemd.service(
+        name=f"{TIMER} enabled and started",
+        service=TIMER,
+        running=True,
+        enabled=True,
+    )
+
+
+@deploy("gpufleet baseline")
+def baseline_to_host(results_dir: str = "results"):
+    """
+    Copy this host's baseline (``RESULTS_DIR/<host>/baseline.json`` on the control node, see
+    gpufleet.baseline) to ``/var/lib/gpufleet/baseline.json`` on the host; nothing when the
+    host has no baseline yet.
+
+    .. code:: python
+
+        baseline_to_host(results_dir="results")
+    """
+    path = baseline.baseline_path(results_dir, host.name)
+    try:
+        document = baseline.load_baseline(path)
+    except baseline.BaselineError as exc:
+        raise DeployError(str(exc)) from None
+    if document is None:
+        host.noop(f"no baseline for {host.name} yet ({path})")
+        return
+    gpufleet_files.content(
+        name=f"baseline (run {document['run_id']}) in {baseline.HOST_BASELINE_PATH}",
+        path=baseline.HOST_BASELINE_PATH,
+        text=path.read_text(),
+    )

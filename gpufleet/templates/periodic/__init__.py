@@ -1,0 +1,1 @@
+"""Templates of the periodic checks' systemd units (gpufleet.stages.monitoring renders them)."""

@@ -1,0 +1,250 @@
+"""validation.periodic: the on-host runner writes a valid results document and a parsable .prom.
+
+Most tests replay recorded real workload documents (tests/fixtures/results/workloads/, from
+`python -m validation.workloads.<name> --quick --json` on a GPU-less machine) through a
+stand-in interpreter, so that they run in seconds; one test runs a real workload.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from prometheus_client.parser import text_string_to_metric_families
+
+from gpufleet.report.schema import validate_results
+from validation import periodic
+from validation import test_workloads as suite
+
+ROOT = Path(__file__).resolve().parents[2]
+RECORDED = ROOT / "tests" / "fixtures" / "results" / "workloads"
+NVIDIA_SMI = ROOT / "tests" / "fixtures" / "nvidia_smi"
+
+# Stands in for the environment's Python: `-m validation.workloads.NAME --json PATH ...`
+# copies the recorded document of NAME to PATH; REPLAY_<NAME>=crash|hang misbehaves instead.
+REPLAY = """#!{python}
+import json, os, shutil, sys, time
+args = sys.argv[1:]
+name = args[1].rsplit(".", 1)[1]
+with open(os.environ["REPLAY_LOG"], "a") as log:
+    log.write(json.dumps(args) + "\\n")
+mode = os.environ.get("REPLAY_" + name.upper(), "")
+print(f"step=import {{name}}", file=sys.stderr)
+if mode == "crash":
+    print("Traceback: ImportError: libcudart.so.12", file=sys.stderr)
+    sys.exit(1)
+if mode == "hang":
+    time.sleep(30)
+shutil.copy(os.path.join({recorded!r}, name + ".json"), args[args.index("--json") + 1])
+"""
+
+
+@pytest.fixture
+def replay(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    script = tmp_path / "replay-python"
+    script.write_text(REPLAY.format(python=sys.executable, recorded=str(RECORDED)))
+    script.chmod(0o755)
+    monkeypatch.setenv("REPLAY_LOG", str(tmp_path / "replay.log"))
+    monkeypatch.setenv("PATH", str(tmp_path / "bin"))  # no nvidia-smi unless a test adds one
+    (tmp_path / "bin").mkdir()
+    return script
+
+
+def fake_nvidia_smi(tmp_path: Path, xml: Path | None, exit_status: int = 0) -> None:
+    """nvidia-smi that prints a recorded real `nvidia-smi -q -x` (or fails like a lost driver)."""
+    tool = tmp_path / "bin" / "nvidia-smi"
+    if xml is not None:
+        body = f"exec /bin/cat {xml}"
+    else:
+        body = (
+            "echo \"NVIDIA-SMI has failed because it couldn't communicate with the NVIDIA "
+            f'driver."; exit {exit_status}'
+        )
+    tool.write_text(f"#!/bin/sh\n{body}\n")
+    tool.chmod(0o755)
+
+
+def parse_prom(path: Path) -> dict[str, list]:
+    return {f.name: f.samples for f in text_string_to_metric_families(path.read_text())}
+
+
+def run(tmp_path: Path, replay: Path, *extra: str) -> int:
+    return periodic.main(
+        [
+            "--out",
+            str(tmp_path / "out"),
+            "--textfile-dir",
+            str(tmp_path / "prom"),
+            "--python",
+            str(replay),
+            *extra,
+        ]
+    )
+
+
+def latest(tmp_path: Path) -> dict:
+    doc: dict = json.loads((tmp_path / "out" / "latest.json").read_text())
+    validate_results(doc)
+    return doc
+
+
+def test_tiers_match_the_suite() -> None:
+    assert periodic.QUICK_WORKLOADS == suite.QUICK_WORKLOADS
+    assert periodic.FULL_WORKLOADS == suite.FULL_WORKLOADS
+    assert periodic.TIMEOUT_S == suite.TIMEOUT_S
+
+
+def test_quick_tier_writes_results_latest_and_prom(tmp_path: Path, replay: Path) -> None:
+    assert run(tmp_path, replay) == 0
+    doc = latest(tmp_path)
+    results = list((tmp_path / "out" / "results").glob("*.json"))
+    assert [p.name for p in results] == [f"{doc['run_id']}.json"]
+    assert json.loads(results[0].read_text()) == doc
+    assert [w["workload"] for w in doc["workloads"]] == list(periodic.QUICK_WORKLOADS)
+    statuses = {c["name"]: c["status"] for c in doc["checks"]}
+    assert {statuses[f"workloads::{n}"] for n in periodic.QUICK_WORKLOADS} == {"pass"}
+    assert statuses["gpu_health::no_uncorrectable_ecc"] == "skipped"  # no nvidia-smi here
+    calls = [json.loads(line) for line in (tmp_path / "replay.log").read_text().splitlines()]
+    assert all("--quick" in call for call in calls)
+    metrics = parse_prom(tmp_path / "prom" / "gpufleet.prom")
+    assert metrics["gpufleet_run_success"][0].value == 1
+    success = metrics["gpufleet_last_success_timestamp_seconds"][0].value
+    assert success == metrics["gpufleet_last_run_timestamp_seconds"][0].value > 0
+
+
+def test_thresholds_from_expectations_reach_the_workloads(tmp_path: Path, replay: Path) -> None:
+    expectations = tmp_path / "expectations.json"
+    expectations.write_text(
+        json.dumps(
+            {
+                "expectations_version": 1,
+                "host": "gpu-a",
+                "host_data": {"thresholds": {"xla_speedup_min": 1.3}, "gpu_less": True},
+            }
+        )
+    )
+    assert run(tmp_path, replay, "--expectations", str(expectations), "--workloads", "xla") == 0
+    call = json.loads((tmp_path / "replay.log").read_text().splitlines()[0])
+    assert json.loads(call[call.index("--thresholds") + 1]) == {"xla_speedup_min": 1.3}
+    assert latest(tmp_path)["host"] == "gpu-a"
+
+
+def test_a_crashed_workload_is_an_error_and_last_success_is_kept(
+    tmp_path: Path, replay: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    assert run(tmp_path, replay, "--workloads", "xla") == 0
+    before = parse_prom(tmp_path / "prom" / "gpufleet.prom")
+    monkeypatch.setenv("REPLAY_XLA", "crash")
+    assert run(tmp_path, replay, "--workloads", "xla,gemm") == 1
+    doc = latest(tmp_path)
+    check = next(c for c in doc["checks"] if c["name"] == "workloads::xla")
+    assert check["status"] == "error"
+    assert "libcudart.so.12" in check["message"]  # the log's tail says why
+    after = parse_prom(tmp_path / "prom" / "gpufleet.prom")
+    assert after["gpufleet_run_success"][0].value == 0
+    kept = after["gpufleet_last_success_timestamp_seconds"][0].value
+    assert kept == before["gpufleet_last_success_timestamp_seconds"][0].value > 0
+    state = json.loads((tmp_path / "out" / "state.json").read_text())
+    assert state["last_status"] == "fail" and state["last_success_timestamp"] == kept
+
+
+def test_a_hung_workload_is_killed(
+    tmp_path: Path, replay: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("REPLAY_GEMM", "hang")
+    assert run(tmp_path, replay, "--workloads", "gemm", "--timeout", "1") == 1
+    check = next(c for c in latest(tmp_path)["checks"] if c["name"] == "workloads::gemm")
+    assert check["status"] == "error" and "killed after 1 s" in check["message"]
+
+
+def test_gpu_health_from_recorded_nvidia_smi(tmp_path: Path, replay: Path) -> None:
+    fake_nvidia_smi(tmp_path, NVIDIA_SMI / "tesla-t4-515.xml")
+    expectations = tmp_path / "e.json"
+    expectations.write_text(json.dumps({"expectations_version": 1, "host_data": {"gpu_count": 4}}))
+    args = ("--workloads", "xla", "--expectations", str(expectations))
+    assert run(tmp_path, replay, *args) == 1
+    doc = latest(tmp_path)
+    statuses = {c["name"]: c["status"] for c in doc["checks"]}
+    assert statuses["gpu_health::gpu_count"] == "fail"  # the T4 report has one GPU, not 4
+    assert statuses["gpu_health::no_uncorrectable_ecc"] == "pass"
+    assert statuses["gpu_health::clocks_not_throttled_under_load"] == "skipped"
+    assert doc["gpu_health"]["gpus"][0]["name"] == "Tesla T4"
+    metrics = parse_prom(tmp_path / "prom" / "gpufleet.prom")
+    assert metrics["gpufleet_gpu_count"][0].value == 1
+    assert {s.labels["name"] for s in metrics["gpufleet_gpu_temperature_celsius"]} == {"Tesla T4"}
+
+
+def test_driver_gone_fails_gpu_health(tmp_path: Path, replay: Path) -> None:
+    fake_nvidia_smi(tmp_path, None, exit_status=9)
+    assert run(tmp_path, replay, "--workloads", "xla") == 1
+    check = next(c for c in latest(tmp_path)["checks"] if c["name"] == "gpu_health::gpu_count")
+    assert check["status"] == "fail" and "exited 9" in check["message"]
+
+
+def test_missing_nvidia_smi_fails_when_gpus_are_expected(tmp_path: Path, replay: Path) -> None:
+    expectations = tmp_path / "e.json"
+    expectations.write_text(json.dumps({"expectations_version": 1, "host_data": {"gpu_count": 8}}))
+    assert run(tmp_path, replay, "--workloads", "xla", "--expectations", str(expectations)) == 1
+    check = next(c for c in latest(tmp_path)["checks"] if c["name"] == "gpu_health::gpu_count")
+    assert check["status"] == "fail" and "8 GPU(s) are expected" in check["message"]
+
+
+def test_bad_expectations_still_publish_an_error(tmp_path: Path, replay: Path) -> None:
+    bad = tmp_path / "e.json"
+    bad.write_text('{"host": "x"}')
+    assert run(tmp_path, replay, "--expectations", str(bad)) == 2
+    doc = latest(tmp_path)
+    assert doc["status"] == "error" and "not an expectations document" in doc["run_error"]
+    metrics = parse_prom(tmp_path / "prom" / "gpufleet.prom")
+    assert metrics["gpufleet_run_error"][0].value == 1
+
+
+def test_unknown_workload_is_refused_with_the_choices(tmp_path: Path, replay: Path) -> None:
+    assert run(tmp_path, replay, "--workloads", "xla,bogus") == 2
+    assert "choose from mirrored" in latest(tmp_path)["run_error"]
+
+
+def test_old_results_are_pruned(tmp_path: Path, replay: Path) -> None:
+    for _ in range(3):
+        run(tmp_path, replay, "--workloads", "xla", "--keep", "2")
+    assert len(list((tmp_path / "out" / "results").glob("*.json"))) == 2
+
+
+@pytest.mark.workload
+def test_real_workload_on_this_machine(tmp_path: Path) -> None:
+    """The runner as the timer starts it, with the real xla workload (TensorFlow on the CPU)."""
+    probe = subprocess.run([sys.executable, "-c", "import tensorflow"], check=False)
+    if probe.returncode != 0:
+        pytest.skip("TensorFlow is not installed: install the 'workloads' extra (tensorflow-cpu)")
+    out, prom = tmp_path / "out", tmp_path / "prom"
+    command = [sys.executable, "-m", "validation.periodic", "--out", str(out)]
+    command += ["--textfile-dir", str(prom), "--workloads", "xla"]
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    proc = subprocess.run(
+        command, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300, check=False
+    )
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    doc = json.loads((out / "latest.json").read_text())
+    validate_results(doc)
+    assert doc["workloads"][0]["workload"] == "xla"
+    assert doc["workloads"][0]["verdict"]["status"] == "pass"  # correctness decides on a CPU
+    metrics = parse_prom(prom / "gpufleet.prom")
+    assert metrics["gpufleet_check_passed"][0].labels == {"check": "workloads::xla"}
+    assert (out / "logs" / "xla.log").read_text().count("step=") >= 3
+
+
+def test_runs_on_a_host_without_the_control_node_packages() -> None:
+    """The hosts' environments have TensorFlow, not pyinfra, rich, jinja2 or pytest."""
+    probe = (
+        "import sys, validation.periodic, gpufleet.baseline, gpufleet.parsers.nvidia_smi\n"
+        "heavy = {'pyinfra', 'rich', 'jinja2', 'pytest', 'matplotlib', 'tensorflow'}\n"
+        "print(sorted({m.split('.')[0] for m in sys.modules} & heavy))"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", probe], cwd=ROOT, capture_output=True, text=True, check=True
+    )
+    assert result.stdout.strip() == "[]"
