@@ -1,0 +1,184 @@
+"""The results JSON document: one per host per validation run (schema_version 1).
+
+Example document (abridged)::
+
+    {"schema_version": 1, "host": "gpu-a", "run_id": "20261130T085000Z-3f2a",
+     "started_at": "2026-11-30T08:50:00+00:00", "finished_at": "...", "duration_s": 41.2,
+     "tier": "quick", "target": "ssh://gpu-a", "status": "fail", "run_error": null,
+     "spec": {"tf_version": "2.21.0", "driver_branch": 580, ...},
+     "summary": {"pass": 9, "fail": 1, "skipped": 6, "error": 0, "inconclusive": 0},
+     "checks": [{"name": "host_state::nouveau_not_loaded", "status": "pass",
+                 "message": "", "figures": {}, "duration_s": 0.1}],
+     "workloads": [{...one Workload JSON document per workload...}],
+     "gpu_health": {"gpus": [...], "findings": [...]} or null}
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+SCHEMA_VERSION = 1
+# "inconclusive": a workload's speed verdict could not be told apart from noise (never a pass).
+CHECK_STATUSES = ("pass", "fail", "skipped", "error", "inconclusive")
+# "error": the run itself could not complete (host unreachable, suite crashed).
+RUN_STATUSES = ("pass", "fail", "error")
+TIERS = ("quick", "full")
+
+_TOP_LEVEL: dict[str, type | tuple[type, ...]] = {
+    "schema_version": int,
+    "host": str,
+    "run_id": str,
+    "started_at": str,
+    "finished_at": (str, type(None)),
+    "duration_s": (int, float, type(None)),
+    "tier": str,
+    "target": str,
+    "status": str,
+    "run_error": (str, type(None)),
+    "spec": dict,
+    "summary": dict,
+    "checks": list,
+    "workloads": list,
+    "gpu_health": (dict, type(None)),
+}
+
+
+class ResultsSchemaError(ValueError):
+    """A results document does not have the shape of schema_version 1; says where."""
+
+
+def summarize(checks: Sequence[Mapping[str, Any]]) -> dict[str, int]:
+    """Count the checks per status. Example: ``{"pass": 3, "fail": 0, ...}``"""
+    counts = dict.fromkeys(CHECK_STATUSES, 0)
+    for check in checks:
+        counts[str(check["status"])] = counts.get(str(check["status"]), 0) + 1
+    return counts
+
+
+def overall_status(checks: Sequence[Mapping[str, Any]], run_error: str | None) -> str:
+    """``error`` when the run broke, ``fail`` when any check failed or errored, else ``pass``."""
+    if run_error:
+        return "error"
+    if any(c["status"] in ("fail", "error") for c in checks):
+        return "fail"
+    return "pass"
+
+
+def _check_type(where: str, value: Any, expected: type | tuple[type, ...]) -> None:
+    # bool is an int subclass: a True where a number belongs is a bug, not a number.
+    if isinstance(value, bool) and bool not in (
+        expected if isinstance(expected, tuple) else (expected,)
+    ):
+        raise ResultsSchemaError(f"{where}: expected {expected}, got a bool")
+    if not isinstance(value, expected):
+        names = (
+            " or ".join(t.__name__ for t in expected)
+            if isinstance(expected, tuple)
+            else expected.__name__
+        )
+        raise ResultsSchemaError(f"{where}: expected {names}, got {type(value).__name__}")
+
+
+def _validate_check(index: int, check: Any) -> None:
+    where = f"checks[{index}]"
+    _check_type(where, check, dict)
+    for key, typ in (("name", str), ("status", str), ("message", str), ("figures", dict)):
+        if key not in check:
+            raise ResultsSchemaError(f"{where}: missing {key!r}")
+        _check_type(f"{where}.{key}", check[key], typ)
+    if check["status"] not in CHECK_STATUSES:
+        raise ResultsSchemaError(
+            f"{where}.status: {check['status']!r} is not one of {', '.join(CHECK_STATUSES)}"
+        )
+
+
+def _validate_workload(index: int, doc: Any) -> None:
+    where = f"workloads[{index}]"
+    _check_type(where, doc, dict)
+    for key in ("workload", "schema_version", "verdict"):
+        if key not in doc:
+            raise ResultsSchemaError(f"{where}: missing {key!r} (not a Workload JSON document)")
+    verdict = doc["verdict"]
+    _check_type(f"{where}.verdict", verdict, dict)
+    if verdict.get("status") not in ("pass", "fail", "inconclusive", "not_applicable"):
+        raise ResultsSchemaError(
+            f"{where}.verdict.status: {verdict.get('status')!r} is not "
+            "pass, fail, inconclusive or not_applicable"
+        )
+
+
+def validate_results(doc: Any) -> None:
+    """Raise :class:`ResultsSchemaError` naming the first field that is missing or wrong.
+
+    Example: ``validate_results(json.loads(Path("results/gpu-a/RUN.json").read_text()))``
+    """
+    _check_type("document", doc, dict)
+    for key, typ in _TOP_LEVEL.items():
+        if key not in doc:
+            raise ResultsSchemaError(f"missing top-level key {key!r}")
+        _check_type(key, doc[key], typ)
+    if doc["schema_version"] != SCHEMA_VERSION:
+        raise ResultsSchemaError(
+            f"schema_version {doc['schema_version']} is not supported (this gpufleet reads "
+            f"{SCHEMA_VERSION}); use the gpufleet version that wrote it"
+        )
+    if doc["tier"] not in TIERS:
+        raise ResultsSchemaError(f"tier: {doc['tier']!r} is not one of {', '.join(TIERS)}")
+    if doc["status"] not in RUN_STATUSES:
+        raise ResultsSchemaError(
+            f"status: {doc['status']!r} is not one of {', '.join(RUN_STATUSES)}"
+        )
+    for index, check in enumerate(doc["checks"]):
+        _validate_check(index, check)
+    for index, workload in enumerate(doc["workloads"]):
+        _validate_workload(index, workload)
+    if doc["summary"] != summarize(doc["checks"]):
+        raise ResultsSchemaError(
+            f"summary {doc['summary']} does not match the checks ({summarize(doc['checks'])})"
+        )
+    if doc["status"] != overall_status(doc["checks"], doc["run_error"]):
+        raise ResultsSchemaError(
+            f"status {doc['status']!r} does not follow from the checks and run_error "
+            f"(expected {overall_status(doc['checks'], doc['run_error'])!r})"
+        )
+    health = doc["gpu_health"]
+    if health is not None:
+        for key in ("gpus", "findings"):
+            if not isinstance(health.get(key), list):
+                raise ResultsSchemaError(f"gpu_health.{key}: expected a list")
+
+
+def new_document(
+    *,
+    host: str,
+    run_id: str,
+    started_at: str,
+    tier: str,
+    target: str,
+    spec: Mapping[str, Any],
+    checks: list[dict[str, Any]],
+    workloads: list[dict[str, Any]],
+    gpu_health: dict[str, Any] | None,
+    finished_at: str | None = None,
+    duration_s: float | None = None,
+    run_error: str | None = None,
+) -> dict[str, Any]:
+    """Assemble a results document with its summary and status derived from the checks."""
+    return {
+        "schema_version": SCHEMA_VERSION,
+        "host": host,
+        "run_id": run_id,
+        "started_at": started_at,
+        "finished_at": finished_at,
+        "duration_s": duration_s,
+        "tier": tier,
+        "target": target,
+        "status": overall_status(checks, run_error),
+        "run_error": run_error,
+        "spec": dict(spec),
+        "summary": summarize(checks),
+        "checks": checks,
+        "workloads": workloads,
+        "gpu_health": gpu_health,
+    }

@@ -1,0 +1,99 @@
+"""Results documents as rich tables: host by host, check by check, with the figures."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from rich.console import Console
+from rich.table import Table
+from rich.text import Text
+
+STATUS_STYLES = {
+    "pass": "green",
+    "fail": "bold red",
+    "error": "bold magenta",
+    "skipped": "dim",
+    "inconclusive": "yellow",
+}
+# At most this many figures per check in the table; the results JSON keeps them all.
+MAX_FIGURES = 4
+
+
+def format_figure(value: Any) -> str:
+    """A compact rendering of one figure: 3 significant digits, short lists, no nesting."""
+    if isinstance(value, bool) or value is None:
+        return str(value).lower()
+    if isinstance(value, float):
+        return f"{value:.3g}"
+    if isinstance(value, (list, tuple)):
+        if len(value) == 2 and all(isinstance(v, (int, float)) for v in value):
+            return f"[{format_figure(value[0])}, {format_figure(value[1])}]"
+        return f"{len(value)} items" if len(value) > 3 else ", ".join(map(format_figure, value))
+    if isinstance(value, Mapping):
+        return f"{len(value)} entries"
+    return str(value)
+
+
+def format_figures(figures: Mapping[str, Any]) -> str:
+    """One ``key=value`` line per figure: ``{"speedup": 1.2634}`` -> ``speedup=1.26``."""
+    items = [f"{k}={format_figure(v)}" for k, v in figures.items()]
+    extra = len(items) - MAX_FIGURES
+    shown = items[:MAX_FIGURES] + ([f"(+{extra} more)"] if extra > 0 else [])
+    return "\n".join(shown)
+
+
+def host_table(doc: Mapping[str, Any]) -> Table:
+    """One host's checks: status, check, message, figures."""
+    summary = doc.get("summary", {})
+    counts = ", ".join(f"{n} {s}" for s, n in summary.items() if n)
+    title = (
+        f"{doc['host']} ({doc.get('target', '')}) — {doc['tier']} tier — {counts or 'no checks'}"
+    )
+    table = Table(title=title, title_justify="left", show_lines=False, expand=False)
+    table.add_column("status", no_wrap=True)
+    table.add_column("check", no_wrap=True)
+    table.add_column("message", overflow="fold", max_width=70)
+    table.add_column("figures", overflow="fold", max_width=48)
+    for check in doc.get("checks", []):
+        status = check["status"]
+        table.add_row(
+            Text(status, style=STATUS_STYLES.get(status, "")),
+            check["name"],
+            check.get("message", ""),
+            format_figures(check.get("figures") or {}),
+        )
+    if doc.get("run_error"):
+        table.add_row(Text("error", style=STATUS_STYLES["error"]), "run", doc["run_error"], "")
+    return table
+
+
+def fleet_table(docs: Sequence[Mapping[str, Any]]) -> Table:
+    """One row per host: overall status and counts per check status."""
+    table = Table(title="fleet", title_justify="left")
+    table.add_column("host", no_wrap=True)
+    table.add_column("status", no_wrap=True)
+    for status in ("pass", "fail", "error", "inconclusive", "skipped"):
+        table.add_column(status, justify="right")
+    table.add_column("results", overflow="fold")
+    for doc in docs:
+        summary = doc.get("summary", {})
+        table.add_row(
+            doc["host"],
+            Text(doc["status"], style=STATUS_STYLES.get(doc["status"], "")),
+            *(str(summary.get(s, 0)) for s in ("pass", "fail", "error", "inconclusive", "skipped")),
+            str(doc.get("_path", "")),
+        )
+    return table
+
+
+def print_report(docs: Sequence[Mapping[str, Any]], console: Console | None = None) -> None:
+    """Print every host's table, then the fleet summary."""
+    if console is None:
+        console = Console()
+        if not console.is_terminal:  # logs and CI: wide enough that messages stay readable
+            console = Console(width=160)
+    for doc in docs:
+        console.print(host_table(doc))
+        console.print()
+    console.print(fleet_table(docs))

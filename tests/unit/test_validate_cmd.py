@@ -1,0 +1,170 @@
+"""`gpufleet validate`: exit codes, expectations, SSH settings, results and JUnit files."""
+
+from __future__ import annotations
+
+import json
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+import pytest
+
+from gpufleet import validate_cmd
+from gpufleet.inventory import InventoryError, host_from_dict, parse_debug_inventory
+from gpufleet.report.schema import new_document, validate_results
+from gpufleet.validate_ssh import host_block, hostspec_for, ssh_config_text
+
+INVENTORIES = Path(__file__).resolve().parent.parent / "fixtures" / "inventories"
+
+
+def sample_hosts():
+    text = (INVENTORIES / "sample.debug-inventory.json").read_text()
+    return [host_from_dict(e) for e in parse_debug_inventory(text)]
+
+
+def doc(status_of_checks=(), run_error=None):
+    checks = [
+        {"name": f"c{i}", "status": s, "message": "", "figures": {}}
+        for i, s in enumerate(status_of_checks)
+    ]
+    return new_document(
+        host="h",
+        run_id="r",
+        started_at="t",
+        tier="quick",
+        target="local://",
+        spec={},
+        checks=checks,
+        workloads=[],
+        gpu_health=None,
+        run_error=run_error,
+    )
+
+
+def test_exit_status():
+    assert validate_cmd.exit_status([doc(["pass", "skipped", "inconclusive"])]) == 0
+    assert validate_cmd.exit_status([doc(["pass"]), doc(["fail"])]) == 1
+    assert validate_cmd.exit_status([doc(["fail"]), doc(run_error="unreachable")]) == 2
+    assert validate_cmd.exit_status([doc(["error"])]) == 1
+
+
+def test_missing_inventory_exits_2(tmp_path, capsys):
+    assert validate_cmd.main([str(tmp_path / "nope.py")]) == 2
+    assert "does not exist" in capsys.readouterr().err
+
+
+def test_empty_inventory_exits_2(tmp_path, capsys):
+    empty = tmp_path / "empty.py"
+    empty.write_text("# no hosts here\n")
+    assert validate_cmd.main([str(empty)]) == 2
+    assert "yields no hosts" in capsys.readouterr().err
+
+
+def test_bad_inventory_data_exits_2_and_is_recorded(tmp_path):
+    inventory = tmp_path / "inv.py"
+    inventory.write_text('hosts = [("@local", {"tf_versoin": "2.21.0"})]\n')
+    results = tmp_path / "results"
+    junit = tmp_path / "junit.xml"
+    code = validate_cmd.main(
+        [str(inventory), "--results-dir", str(results), "--junit-xml", str(junit)]
+    )
+    assert code == 2
+    (path,) = results.glob("@local/*.json")
+    document = json.loads(path.read_text())
+    validate_results(document)
+    assert document["status"] == "error" and "Did you mean 'tf_version'" in document["run_error"]
+    error = ET.parse(junit).getroot().find("testsuite/testcase/error")
+    assert error is not None and "tf_versoin" in error.get("message", "")
+
+
+def test_local_run_end_to_end(tmp_path, capsys):
+    """The real pipeline on this machine: pyinfra subprocess, pytest subprocess, testinfra
+    local backend, results JSON, merged JUnit XML and the table; two cheap real checks."""
+    results = tmp_path / "results"
+    junit = tmp_path / "junit.xml"
+    code = validate_cmd.main(
+        [
+            "@local",
+            "--results-dir",
+            str(results),
+            "--junit-xml",
+            str(junit),
+            "--select",
+            "os_supported or nouveau_not_loaded",
+        ]
+    )
+    out = capsys.readouterr().out
+    (path,) = results.glob("@local/*.json")
+    document = json.loads(path.read_text())
+    validate_results(document)
+    names = [c["name"] for c in document["checks"]]
+    assert names == ["host_state::os_supported", "host_state::nouveau_not_loaded"]
+    assert code == (0 if document["status"] == "pass" else 1)
+    assert document["target"] == "local://" and document["tier"] == "quick"
+    assert document["checks"][0]["figures"]["arch"]
+    suite = ET.parse(junit).getroot().find("testsuite")
+    assert suite is not None and suite.get("name") == "@local"
+    assert len(suite.findall("testcase")) == 2
+    assert "host_state::os_supported" in out and "fleet" in out
+
+
+def test_expectations_for_local_and_ssh_hosts():
+    gpu_a, *_rest, local = sample_hosts()
+    exp = validate_cmd.expectations_for(
+        gpu_a, tier="full", run_id="r1", python=None, payload_dir=None
+    )
+    assert exp["host"] == "gpu-a" and exp["tier"] == "full" and exp["python"] is None
+    # pyinfra's ssh_* and the user's x_ keys stay out of the spec data.
+    assert exp["host_data"] == {"driver_branch": 580, "tf_version": "2.21.0"}
+    assert exp["target"] == "ssh://ops@10.0.0.5:2222"
+    exp = validate_cmd.expectations_for(
+        local, tier="quick", run_id="r1", python=None, payload_dir=None
+    )
+    assert exp["python"] and exp["payload_dir"] == str(validate_cmd.SUITE_DIR.parent)
+
+
+def test_ssh_config_from_inventory(tmp_path):
+    gpu_a, _gpu_b, gpu_c, _local = sample_hosts()
+    text = ssh_config_text([("gpufleet-000", gpu_a), ("gpufleet-001", gpu_c)], control_dir=tmp_path)
+    block_a = text.split("\nHost ")[1]
+    assert "HostName 10.0.0.5" in block_a and "Port 2222" in block_a and "User ops" in block_a
+    assert "IdentitiesOnly yes" in block_a and "BatchMode yes" in block_a
+    assert "StrictHostKeyChecking accept-new" in block_a
+    block_c = text.split("\nHost ")[2]
+    assert "HostName gpu-c.example.net" in block_c
+    assert "Port" not in block_c and "User" not in block_c
+
+
+def test_ssh_settings_from_data(tmp_path):
+    host = host_from_dict(
+        {
+            "name": "h",
+            "data": {
+                "ssh_strict_host_key_checking": "no",
+                "ssh_known_hosts_file": "/tmp/kh",
+                "_sudo": True,
+                "_sudo_user": "ops",
+            },
+        }
+    )
+    block = host_block("a", host, tmp_path)
+    assert "StrictHostKeyChecking no" in block and "UserKnownHostsFile /tmp/kh" in block
+    assert hostspec_for(host, "a") == "ssh://a?sudo=true&sudo_user=ops"
+    bad = host_from_dict({"name": "h", "data": {"ssh_strict_host_key_checking": "maybe"}})
+    with pytest.raises(InventoryError, match="ssh_strict_host_key_checking='maybe'"):
+        host_block("a", bad, tmp_path)
+
+
+def test_pytest_command(tmp_path):
+    gpu_a, *_rest, local = sample_hosts()
+    run = validate_cmd.HostRun(
+        gpu_a, "gpufleet-000", tmp_path / "e", tmp_path / "r", tmp_path / "j", tmp_path / "l"
+    )
+    command = validate_cmd.pytest_command(
+        run, tier="quick", run_id="r1", ssh_config=tmp_path / "cfg", select="host_state"
+    )
+    assert "--hosts=ssh://gpufleet-000" in command
+    assert f"--ssh-config={tmp_path / 'cfg'}" in command
+    assert command[-2:] == ["-k", "host_state"] and "junit_suite_name=gpu-a" in command
+    run.host = local
+    command = validate_cmd.pytest_command(run, tier="quick", run_id="r1", ssh_config=None)
+    assert "--hosts=local://" in command and not any("ssh-config" in c for c in command)

@@ -1,0 +1,107 @@
+"""The TensorFlow workloads, run on the host with the environment's Python; verdicts asserted."""
+
+from __future__ import annotations
+
+import json
+import shlex
+from typing import Any
+
+import pytest
+
+from validation.runstate import STATE
+
+# The quick tier: the guide's three headline claims (MirroredStrategy, mixed precision, XLA)
+# plus raw matmul throughput, each with --quick. The full tier runs every workload at size.
+QUICK_WORKLOADS = ("mirrored", "mixed_precision", "xla", "gemm")
+FULL_WORKLOADS = (
+    "mirrored",
+    "mixed_precision",
+    "xla",
+    "input_pipeline",
+    "memory_growth",
+    "allreduce",
+    "gemm",
+    "grad_accumulation",
+)
+# Wall-clock limits per workload on the host (coreutils `timeout`): a hung NCCL collective
+# must not hang the whole validation run.
+TIMEOUT_S = {"quick": 300, "full": 1800}
+
+
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    if "workload" in metafunc.fixturenames:
+        tier = metafunc.config.stash[STATE].tier
+        metafunc.parametrize("workload", QUICK_WORKLOADS if tier == "quick" else FULL_WORKLOADS)
+
+
+def workload_command(
+    name: str, *, python: str, payload_dir: str, quick: bool, thresholds: dict, timeout_s: int
+) -> str:
+    """The shell command that runs one workload and prints only its JSON document.
+
+    ``payload_dir`` is either the `validation` package itself (what the validation_payload
+    stage installs at ``<payload_dir>/current``) or a directory holding it (a checkout); for
+    the former, a temporary directory with a ``validation`` link makes it importable.
+
+    Example: ``workload_command("xla", python="/opt/env/bin/python", payload_dir="/opt/v",
+    quick=True, thresholds={}, timeout_s=300)``
+    """
+    payload = shlex.quote(payload_dir)
+    args = [shlex.quote(python), "-m", f"validation.workloads.{name}", "--json", '"$f"']
+    if quick:
+        args.append("--quick")
+    if thresholds:
+        args += ["--thresholds", shlex.quote(json.dumps(thresholds))]
+    return (
+        f"f=$(mktemp) && t=$(mktemp -d) && if [ -f {payload}/validation/__init__.py ]; "
+        f'then root={payload}; else ln -s {payload} "$t/validation" && root="$t"; fi && '
+        f'cd "$root" && PYTHONPATH="$root" TF_CPP_MIN_LOG_LEVEL=2 '
+        f"timeout {timeout_s} {' '.join(args)} >/dev/null; rc=$?; "
+        'cat "$f" 2>/dev/null; rm -rf "$f" "$t"; exit $rc'
+    )
+
+
+def test_workload(
+    host: Any,
+    workload: str,
+    env_python: str,
+    payload_dir: str,
+    spec: Any,
+    tier: str,
+    run_state: Any,
+    record: Any,
+) -> None:
+    command = workload_command(
+        workload,
+        python=env_python,
+        payload_dir=payload_dir,
+        quick=tier == "quick",
+        thresholds=dict(spec.thresholds),
+        timeout_s=TIMEOUT_S[tier],
+    )
+    result = host.run(command)
+    log_tail = "\n".join(result.stderr.strip().splitlines()[-6:])
+    try:
+        doc = json.loads(result.stdout)
+    except json.JSONDecodeError:
+        timed_out = " (timed out)" if result.rc == 124 else ""
+        pytest.fail(
+            f"{workload} printed no JSON document (exit {result.rc}{timed_out}); "
+            f"last log lines:\n{log_tail}"
+        )
+    run_state.workloads.append(doc)
+    verdict = doc.get("verdict") or {}
+    status, reason = verdict.get("status"), verdict.get("reason", "")
+    record(reason, **(doc.get("metrics") or {}))
+    failed_checks = [
+        f"{c.get('name')}: {c.get('reason')}"
+        for c in doc.get("checks") or ()
+        if c.get("status") == "fail"
+    ]
+    assert not failed_checks, f"{workload}: " + "; ".join(failed_checks)
+    assert status != "fail", f"{workload}: {reason}"
+    if status == "inconclusive":
+        pytest.xfail(f"inconclusive: {reason}")
+    if status == "not_applicable":
+        pytest.skip(f"not applicable: {reason}")
+    assert status == "pass", f"{workload}: unknown verdict {status!r} ({reason})"
