@@ -1,0 +1,25 @@
+"""pyinfra entry point: takes each host to a pinned NVIDIA driver, CUDA stack and TensorFlow.
+
+    pyinfra inventories/prod.py deploy/gpu_node.py --dry    # the plan, stage by stage
+    pyinfra inventories/prod.py deploy/gpu_node.py          # apply (idempotent)
+
+The stages live in gpufleet.stages; this file only wires them in order. A host that fails
+preflight is left untouched and reported failed; the other hosts carry on.
+"""
+
+from gpufleet.stages.cuda_stack import cuda_stack
+from gpufleet.stages.driver import driver
+from gpufleet.stages.node import node_plan
+from gpufleet.stages.nvidia_repo import nvidia_repo
+from gpufleet.stages.preflight import preflight
+from gpufleet.stages.python_env import python_env
+from gpufleet.stages.validation_payload import validation_payload
+
+plan = node_plan()  # validates the inventory (stops the whole run on a bad value)
+
+if preflight(plan=plan):
+    nvidia_repo(plan=plan)
+    driver(plan=plan)
+    cuda_stack(plan=plan)
+    python_env(plan=plan)
+    validation_payload(plan=plan)

@@ -1,0 +1,1 @@
+"""gpufleet's own pyinfra operations: driven by explicit arguments only, never by host.data."""

@@ -1,0 +1,254 @@
+"""Apt repositories with fingerprint-checked keys, installs that update only when needed, holds."""
+
+from __future__ import annotations
+
+import hashlib
+
+from pyinfra import host
+from pyinfra.api import OperationError, QuoteString, StringCommand, operation
+from pyinfra.facts.deb import DebPackages
+
+from gpufleet.operations.probes import (
+    FileDigest,
+    HeldPackages,
+    KeyringFingerprints,
+    planning_fact,
+)
+
+# apt-get without prompts; keep locally changed config files, as an unattended run must.
+APT_GET = (
+    "DEBIAN_FRONTEND=noninteractive apt-get -y -o Dpkg::Options::=--force-confdef "
+    "-o Dpkg::Options::=--force-confold"
+)
+
+# Downloads the key, refuses it unless its primary fingerprint is the expected one, and stores
+# it de-armored (apt reads a binary keyring under any name; an armored one only as *.asc).
+_FETCH_KEY = r"""set -e
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+curl -fsSL --retry 3 -o "$tmp/key" "$1"
+if grep -q 'BEGIN PGP PUBLIC KEY BLOCK' "$tmp/key"; then
+  gpg --batch --homedir "$tmp" --dearmor < "$tmp/key" > "$tmp/key.gpg"
+else
+  cp "$tmp/key" "$tmp/key.gpg"
+fi
+found=$(gpg --batch --homedir "$tmp" --with-colons --show-keys "$tmp/key.gpg" 2>/dev/null \
+  | awk -F: '$1=="fpr"{print toupper($10); exit}')
+if [ "$found" != "$2" ]; then
+  echo "gpufleet: the key at $1 has fingerprint ${found:-<none>}, expected $2;" \
+    "not trusting it. Fix: check nvidia_repo_key_url and nvidia_repo_key_fingerprint." >&2
+  exit 1
+fi
+install -D -m 0644 "$tmp/key.gpg" "$3"
+"""
+
+
+@operation()
+def repository(key_url: str, fingerprint: str, keyring: str, sources: str, sources_text: str):
+    """
+    An apt repository: its signing key as a keyring file (trusted only if the primary key has
+    ``fingerprint``; needs ``curl`` and ``gpg``) and a deb822 ``.sources`` file; runs
+    ``apt-get update`` only when either changed.
+
+    + key_url: where to download the key (http(s):// or file://)
+    + fingerprint: 40 hex digits
+    + keyring: keyring file, e.g. ``/usr/share/keyrings/gpufleet-nvidia-cuda.gpg``
+    + sources: the ``.sources`` file under ``/etc/apt/sources.list.d``
+    + sources_text: its content (with ``Signed-By: <keyring>``)
+
+    **Example:**
+
+    .. code:: python
+
+        repository(
+            key_url="https://developer.download.nvidia.com/compute/cuda/repos/ubuntu2204/x86_64/3bf863cc.pub",
+            fingerprint="EB693B3035CD5710E231E123A4B469963BF863CC",
+            keyring="/usr/share/keyrings/gpufleet-nvidia-cuda.gpg",
+            sources="/etc/apt/sources.list.d/gpufleet-nvidia-cuda.sources",
+            sources_text="Types: deb\\nURIs: https://...\\nSuites: /\\nSigned-By: ...\\n",
+        )
+    """
+    fingerprint = fingerprint.replace(" ", "").upper()
+    if len(fingerprint) != 40:
+        raise OperationError(f"repository: fingerprint {fingerprint!r} is not 40 hex digits")
+    if "trusted=yes" in sources_text.lower().replace(" ", "") or "Trusted: yes" in sources_text:
+        raise OperationError("repository: refusing an unauthenticated (trusted=yes) source")
+    changed = False
+    if fingerprint not in host.get_fact(KeyringFingerprints, path=keyring):
+        changed = True
+        yield StringCommand(
+            "sh -c",
+            QuoteString(_FETCH_KEY),
+            "gpufleet-key",
+            QuoteString(key_url),
+            QuoteString(fingerprint),
+            QuoteString(keyring),
+        )
+    current = host.get_fact(FileDigest, path=sources)
+    if current is None or current["sha256"] != hashlib.sha256(sources_text.encode()).hexdigest():
+        changed = True
+        yield StringCommand(
+            "printf '%s'",
+            QuoteString(sources_text),
+            ">",
+            QuoteString(sources),
+            "&& chmod 644",
+            QuoteString(sources),
+        )
+    if changed:
+        yield "apt-get update"
+    else:
+        host.noop(f"repository {sources} and key {fingerprint} are configured")
+
+
+def _missing(packages: list[str], installed: dict[str, list[str]]) -> list[str]:
+    missing = []
+    for spec in packages:
+        name, _, version = spec.partition("=")
+        versions = installed.get(name)
+        if not versions or (version and version not in versions):
+            missing.append(spec)
+    return missing
+
+
+@operation()
+def install(
+    packages: list[str],
+    update_first: bool = False,
+    allow_change: bool = False,
+    no_recommends: bool = False,
+):
+    """
+    Install apt packages (``name`` or ``name=version``) that are missing or at another version.
+
+    + packages: package specs
+    + update_first: run ``apt-get update`` first (only when something is to be installed);
+      without it, the lists are refreshed only if the install fails
+    + allow_change: let apt change held packages and downgrade (branch changes, new pins)
+    + no_recommends: skip recommended packages
+
+    **Example:**
+
+    .. code:: python
+
+        install(packages=["libnccl2=2.21.5-1+cuda12.4", "libnccl-dev=2.21.5-1+cuda12.4"])
+    """
+    missing = _missing(packages, planning_fact(host, DebPackages))
+    if not missing:
+        host.noop(f"{', '.join(packages)} installed")
+        return
+    if update_first:
+        yield "apt-get update"
+    options = []
+    if no_recommends:
+        options.append("--no-install-recommends")
+    if allow_change:
+        options += ["--allow-change-held-packages", "--allow-downgrades"]
+    install_command = StringCommand(
+        APT_GET, "install", *options, *[QuoteString(p) for p in missing]
+    )
+    # Package lists older than a newly pinned version: refresh them once and try again.
+    yield StringCommand(install_command, "|| { apt-get update &&", install_command, "; }")
+
+
+@operation()
+def remove(packages: list[str], purge: bool = True):
+    """
+    Remove (purge) installed apt packages, held or not.
+
+    + packages: package names
+    + purge: also remove their configuration files
+
+    **Example:**
+
+    .. code:: python
+
+        remove(packages=["cuda-drivers-570", "nvidia-fabricmanager-570"])
+    """
+    installed = planning_fact(host, DebPackages)
+    present = [name for name in packages if name in installed]
+    if not present:
+        host.noop(f"{', '.join(packages)} not installed")
+        return
+    yield StringCommand(
+        APT_GET,
+        "purge" if purge else "remove",
+        "--allow-change-held-packages",
+        *[QuoteString(name) for name in present],
+    )
+
+
+@operation()
+def hold(packages: list[str], held: bool = True):
+    """
+    Hold packages (``apt-mark hold``) so ``apt upgrade`` leaves them, or release them.
+
+    + packages: package names (``name=version`` specs are accepted; the version is ignored)
+    + held: ``False`` releases the hold
+
+    **Example:**
+
+    .. code:: python
+
+        hold(packages=["libcudnn9-cuda-12", "libnccl2"])
+    """
+    names = sorted({package.split("=", 1)[0] for package in packages})
+    current = set(planning_fact(host, HeldPackages))
+    todo = [name for name in names if (name in current) != held]
+    if not todo:
+        host.noop(f"{', '.join(names) or 'no packages'} already {'held' if held else 'unheld'}")
+        return
+    yield StringCommand(
+        "apt-mark", "hold" if held else "unhold", *[QuoteString(name) for name in todo]
+    )
+
+
+def upstream_version(version: str) -> str:
+    """Version without epoch and revision: ``"1:580.105.08-0ubuntu1"`` -> ``"580.105.08"``."""
+    return version.split(":", 1)[-1].rsplit("-", 1)[0]
+
+
+# Picks the repository's version of $1 whose upstream part is $2, and installs exactly that.
+_INSTALL_UPSTREAM = r"""set -e
+v=$(apt-cache madison "$1" | awk -v u="$2" '$3 ~ ("^" u "-") {print $3; exit}')
+if [ -z "$v" ]; then
+  echo "gpufleet: the repository has no $1 at version $2 (the installed $3). Fix: mirror" \
+    "that version, or move $3 to a version the repository has $1 for." >&2
+  exit 1
+fi
+DEBIAN_FRONTEND=noninteractive apt-get -y --allow-downgrades --allow-change-held-packages \
+  install "$1=$v"
+"""
+
+
+@operation()
+def same_version_as(package: str, reference: str):
+    """
+    Keep ``package`` at exactly the upstream version of the installed ``reference`` package
+    (Fabric Manager must match the driver to the last digit, or it refuses to start).
+
+    + package: e.g. ``"nvidia-fabricmanager-580"``
+    + reference: the installed package whose version it follows, e.g. ``"nvidia-open"``
+
+    **Example:**
+
+    .. code:: python
+
+        same_version_as(package="nvidia-fabricmanager-580", reference="nvidia-open")
+    """
+    installed = planning_fact(host, DebPackages)
+    if reference not in installed:
+        host.noop(f"{reference} is not installed (yet): nothing to follow")
+        return
+    wanted = upstream_version(sorted(installed[reference])[-1])
+    if any(upstream_version(v) == wanted for v in installed.get(package, [])):
+        host.noop(f"{package} is at {wanted}, as {reference}")
+        return
+    yield StringCommand(
+        "sh -c",
+        QuoteString(_INSTALL_UPSTREAM),
+        "gpufleet-same-version",
+        QuoteString(package),
+        QuoteString(wanted),
+        QuoteString(reference),
+    )

@@ -1,0 +1,199 @@
+"""Facts the gpufleet operations read to decide whether anything needs doing."""
+
+from __future__ import annotations
+
+from typing import Any, TypeVar
+from weakref import WeakKeyDictionary
+
+from pyinfra import state
+from pyinfra.api import FactBase, QuoteString, StringCommand
+from pyinfra.api.host import Host
+from typing_extensions import override
+
+T = TypeVar("T")
+
+# Facts read while planning, per host: nothing runs before execution, so while planning a
+# fact's answer cannot change and several operations can share one round trip.
+_PLANNING_FACTS: WeakKeyDictionary[Host, dict[tuple, Any]] = WeakKeyDictionary()
+
+
+def planning_fact(host: Host, fact: type[FactBase[T]], **kwargs: Any) -> T:
+    """``host.get_fact``, read once per host while planning; always fresh while executing.
+
+    Example: ``installed = planning_fact(host, DebPackages)``
+    """
+    if state.is_executing:
+        return host.get_fact(fact, **kwargs)
+    memo = _PLANNING_FACTS.setdefault(host, {})
+    key = (fact, tuple(sorted(kwargs.items())))
+    if key not in memo:
+        memo[key] = host.get_fact(fact, **kwargs)
+    return memo[key]
+
+
+class FileDigest(FactBase):
+    """
+    Mode and sha256 of a file, or ``None`` when it does not exist.
+
+    .. code:: python
+
+        {"mode": "644", "sha256": "e3b0c442..."}
+    """
+
+    @override
+    def command(self, path: str) -> StringCommand:
+        return StringCommand(
+            "if [ -f",
+            QuoteString(path),
+            "]; then stat -c %a",
+            QuoteString(path),
+            "&& sha256sum",
+            QuoteString(path),
+            "; fi",
+        )
+
+    @override
+    def process(self, output: list[str]) -> dict[str, str] | None:
+        if len(output) < 2:
+            return None
+        return {"mode": output[0].strip(), "sha256": output[1].split()[0]}
+
+
+class PathExists(FactBase):
+    """
+    Whether a path exists, following symlinks (a venv's ``bin/python`` is one, which pyinfra's
+    ``files.File`` reports as "not a file").
+
+    .. code:: python
+
+        True
+    """
+
+    @override
+    def command(self, path: str) -> StringCommand:
+        return StringCommand("if [ -e", QuoteString(path), "]; then echo yes; fi")
+
+    @staticmethod
+    @override
+    def default() -> bool:
+        return False
+
+    @override
+    def process(self, output: list[str]) -> bool:
+        return bool(output) and output[0].strip() == "yes"
+
+
+class KeyringFingerprints(FactBase):
+    """
+    Primary-key fingerprints (upper case) in an OpenPGP keyring file; empty when the file or
+    ``gpg`` is missing.
+
+    .. code:: python
+
+        ["EB693B3035CD5710E231E123A4B469963BF863CC"]
+    """
+
+    default = list
+
+    @override
+    def command(self, path: str) -> StringCommand:
+        return StringCommand(
+            "if [ -f",
+            QuoteString(path),
+            "] && command -v gpg >/dev/null 2>&1; then",
+            'tmp=$(mktemp -d) && gpg --batch --homedir "$tmp" --with-colons --show-keys',
+            QuoteString(path),
+            '2>/dev/null | awk -F: \'$1=="pub"{want=1} $1=="fpr"&&want{print $10; want=0}\';',
+            'rm -rf "$tmp"; fi',
+        )
+
+    @override
+    def process(self, output: list[str]) -> list[str]:
+        return [line.strip().upper() for line in output if line.strip()]
+
+
+class HeldPackages(FactBase):
+    """
+    Packages on hold (``apt-mark showhold``).
+
+    .. code:: python
+
+        ["libcudnn9-cuda-12", "libnccl2"]
+    """
+
+    default = list
+
+    @override
+    def requires_command(self) -> str:
+        return "apt-mark"
+
+    @override
+    def command(self) -> str:
+        return "apt-mark showhold"
+
+    @override
+    def process(self, output: list[str]) -> list[str]:
+        return sorted(line.strip() for line in output if line.strip())
+
+
+class NvidiaModuleState(FactBase):
+    """
+    The loaded NVIDIA module's version, the installed one's (``modinfo``) and whether nouveau
+    is loaded.
+
+    .. code:: python
+
+        {"loaded": "570.195.03", "installed": "580.105.08", "nouveau": False}
+    """
+
+    @override
+    def command(self) -> str:
+        return (
+            "echo loaded=$(cat /sys/module/nvidia/version 2>/dev/null); "
+            "echo installed=$(modinfo -F version nvidia 2>/dev/null); "
+            "if [ -d /sys/module/nouveau ]; then echo nouveau=yes; else echo nouveau=no; fi"
+        )
+
+    @staticmethod
+    @override
+    def default() -> dict[str, str | bool | None]:
+        return {"loaded": None, "installed": None, "nouveau": False}
+
+    @override
+    def process(self, output: list[str]) -> dict[str, str | bool | None]:
+        values = dict(line.strip().partition("=")[::2] for line in output if "=" in line)
+        return {
+            "loaded": values.get("loaded") or None,
+            "installed": values.get("installed") or None,
+            "nouveau": values.get("nouveau") == "yes",
+        }
+
+
+class PayloadState(FactBase):
+    """
+    The digest recorded in an installed payload directory and where its ``current`` link points.
+
+    .. code:: python
+
+        {"digest": "9f2c...", "link": "/opt/gpufleet/validation/0.1.0"}
+    """
+
+    @override
+    def command(self, dest_dir: str, link: str) -> StringCommand:
+        return StringCommand(
+            "echo digest=$(cat",
+            QuoteString(f"{dest_dir}/.gpufleet-payload"),
+            "2>/dev/null); echo link=$(readlink",
+            QuoteString(link),
+            "2>/dev/null)",
+        )
+
+    @staticmethod
+    @override
+    def default() -> dict[str, str | None]:
+        return {"digest": None, "link": None}
+
+    @override
+    def process(self, output: list[str]) -> dict[str, str | None]:
+        values = dict(line.strip().partition("=")[::2] for line in output if "=" in line)
+        return {"digest": values.get("digest") or None, "link": values.get("link") or None}

@@ -1,0 +1,221 @@
+"""Python environments for TensorFlow: Miniforge, conda envs, venvs, and a checked pip install."""
+
+from __future__ import annotations
+
+from pyinfra import host
+from pyinfra.api import HiddenValue, OperationError, QuoteString, StringCommand, operation
+from pyinfra.facts.files import FileContents
+
+from gpufleet.operations.probes import PathExists
+
+# Runs inside the environment (through the gpufleet-python wrapper, so the CUDA wheels are on
+# the library path): exits non-zero with a reason unless TensorFlow is the wanted version and,
+# when asked, a CUDA build.
+_SELF_CHECK = """\
+import sys
+import tensorflow as tf
+built = tf.test.is_built_with_cuda()
+print("gpufleet self-check: tensorflow", tf.__version__, "built with CUDA:", built)
+if tf.__version__ != sys.argv[1]:
+    sys.exit("gpufleet: tensorflow " + tf.__version__ + " imported, " + sys.argv[1] + " wanted")
+if sys.argv[2] == "cuda" and not built:
+    sys.exit("gpufleet: this TensorFlow was not built with CUDA; install tensorflow[and-cuda]")
+"""
+
+
+@operation()
+def miniforge(installer: str, root: str):
+    """
+    Install Miniforge from a downloaded installer into ``root`` unless conda is already there.
+
+    + installer: path of the installer script on the host
+    + root: installation directory, e.g. ``/opt/gpufleet/miniforge3``
+
+    **Example:**
+
+    .. code:: python
+
+        miniforge(installer="/var/cache/gpufleet/Miniforge3.sh", root="/opt/gpufleet/miniforge3")
+    """
+    if host.get_fact(PathExists, path=f"{root}/bin/conda"):
+        host.noop(f"Miniforge is installed in {root}")
+        return
+    yield StringCommand("bash", QuoteString(installer), "-b -u -p", QuoteString(root))
+
+
+@operation()
+def conda_env(conda: str, env_dir: str, python_version: str):
+    """
+    Create a conda environment at ``env_dir`` with Python ``python_version`` and pip.
+
+    + conda: the conda executable
+    + env_dir: environment prefix
+    + python_version: e.g. ``"3.11"``
+
+    **Example:**
+
+    .. code:: python
+
+        conda_env(
+            conda="/opt/gpufleet/miniforge3/bin/conda",
+            env_dir="/opt/gpufleet/miniforge3/envs/tf",
+            python_version="3.11",
+        )
+    """
+    if host.get_fact(PathExists, path=f"{env_dir}/bin/python"):
+        host.noop(f"conda environment {env_dir} exists")
+        return
+    yield StringCommand(
+        QuoteString(conda),
+        "create --yes --quiet --prefix",
+        QuoteString(env_dir),
+        QuoteString(f"python={python_version}"),
+        "pip",
+    )
+
+
+@operation()
+def venv(env_dir: str, python: str = "python3", uv: str | None = None, python_version: str = ""):
+    """
+    Create a virtual environment at ``env_dir`` with ``python -m venv``, or with uv.
+
+    + env_dir: environment directory
+    + python: the interpreter for ``-m venv``
+    + uv: path of a uv executable; when given, ``uv venv --seed --python python_version``
+    + python_version: the Python uv provides, e.g. ``"3.11"``
+
+    **Example:**
+
+    .. code:: python
+
+        venv(env_dir="/opt/gpufleet/venvs/tf")
+    """
+    if uv and not python_version:
+        raise OperationError("venv: uv needs python_version")
+    if host.get_fact(PathExists, path=f"{env_dir}/bin/python"):
+        host.noop(f"virtual environment {env_dir} exists")
+        return
+    if uv:
+        yield StringCommand(
+            QuoteString(uv),
+            "venv --seed --python",
+            QuoteString(python_version),
+            QuoteString(env_dir),
+        )
+    else:
+        yield StringCommand(QuoteString(python), "-m venv", QuoteString(env_dir))
+
+
+def _stamp_lines(requirement: str, constraints_sha256: str) -> list[str]:
+    return [f"requirement {requirement}", f"constraints-sha256 {constraints_sha256}"]
+
+
+@operation()
+def pip_install_checked(
+    python: str,
+    requirement: str,
+    tf_version: str,
+    constraints: str,
+    constraints_sha256: str,
+    stamp: str,
+    check_python: str,
+    index_url: str | HiddenValue | None = None,
+    trusted_host: str | None = None,
+    require_cuda_build: bool = True,
+):
+    """
+    ``pip install`` TensorFlow under a constraints file, check the environment imports it (and
+    that it is a CUDA build), then record what was installed in ``stamp``; a run whose stamp
+    already matches does nothing.
+
+    + python: the environment's python
+    + requirement: e.g. ``"tensorflow[and-cuda]==2.21.0"``
+    + tf_version: the version the import must report
+    + constraints: path of the constraints file on the host
+    + constraints_sha256: its content's digest (a changed file means reinstalling)
+    + stamp: file recording the installed requirement and constraints
+    + check_python: interpreter for the self-check (the ``gpufleet-python`` wrapper)
+    + index_url: pip index (mirror), may be a ``HiddenValue`` carrying credentials
+    + trusted_host: host pip may reach without TLS verification
+    + require_cuda_build: fail unless ``tf.test.is_built_with_cuda()``
+
+    **Example:**
+
+    .. code:: python
+
+        pip_install_checked(
+            python="/opt/gpufleet/venvs/tf/bin/python",
+            requirement="tensorflow[and-cuda]==2.21.0",
+            tf_version="2.21.0",
+            constraints="/opt/gpufleet/venvs/tf/gpufleet-constraints.txt",
+            constraints_sha256="5f1e...",
+            stamp="/opt/gpufleet/venvs/tf/gpufleet-installed.txt",
+            check_python="/usr/local/bin/gpufleet-python",
+        )
+    """
+    wanted = _stamp_lines(requirement, constraints_sha256)
+    if host.get_fact(FileContents, path=stamp) == wanted:
+        host.noop(f"{requirement} is installed and checked")
+        return
+    index_args: list = []
+    if index_url:
+        index_args += ["--index-url", QuoteString(index_url)]
+    if trusted_host:
+        index_args += ["--trusted-host", QuoteString(trusted_host)]
+    yield StringCommand(
+        QuoteString(python),
+        "-m pip install --disable-pip-version-check --no-input --constraint",
+        QuoteString(constraints),
+        *index_args,
+        QuoteString(requirement),
+    )
+    yield StringCommand(
+        QuoteString(check_python),
+        "-c",
+        QuoteString(_SELF_CHECK),
+        QuoteString(tf_version),
+        "cuda" if require_cuda_build else "any",
+    )
+    yield StringCommand(
+        "printf '%s\\n'", *[QuoteString(line) for line in wanted], ">", QuoteString(stamp)
+    )
+
+
+@operation()
+def pip_tool(
+    python: str,
+    package: str,
+    executable: str,
+    index_url: str | HiddenValue | None = None,
+    trusted_host: str | None = None,
+):
+    """
+    ``pip install`` a command-line tool into an environment unless its executable exists.
+
+    + python: the environment's python
+    + package: pip requirement, e.g. ``"uv"``
+    + executable: the file the package installs, e.g. ``/opt/gpufleet/tools/bin/uv``
+    + index_url: pip index (mirror), may be a ``HiddenValue``
+    + trusted_host: host pip may reach without TLS verification
+
+    **Example:**
+
+    .. code:: python
+
+        pip_tool(python="/opt/gpufleet/tools/bin/python", package="uv",
+                 executable="/opt/gpufleet/tools/bin/uv")
+    """
+    if host.get_fact(PathExists, path=executable):
+        host.noop(f"{executable} exists")
+        return
+    index_args: list = []
+    if index_url:
+        index_args += ["--index-url", QuoteString(index_url)]
+    if trusted_host:
+        index_args += ["--trusted-host", QuoteString(trusted_host)]
+    yield StringCommand(
+        QuoteString(python),
+        "-m pip install --disable-pip-version-check --no-input",
+        *index_args,
+        QuoteString(package),
+    )

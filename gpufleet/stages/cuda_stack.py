@@ -1,0 +1,48 @@
+"""System CUDA toolkit, cuDNN and NCCL at the matrix's versions, each pinned and optional."""
+
+from __future__ import annotations
+
+from pyinfra.api import deploy
+
+from gpufleet.operations import apt as gpufleet_apt
+from gpufleet.stages.node import NodePlan, node_plan
+
+
+@deploy("gpufleet cuda_stack")
+def cuda_stack(plan: NodePlan | None = None):
+    """
+    Install the system CUDA toolkit, cuDNN and NCCL (runtime and dev) of the resolved
+    versions and hold them; each is skipped when its ``install_*`` key is off.
+
+    .. code:: python
+
+        cuda_stack()
+    """
+    plan = plan or node_plan()
+    spec, resolution = plan.spec, plan.require_resolution()
+    held: list[str] = []
+    if spec.install_cuda_toolkit:
+        # The package name carries the minor version (cuda-toolkit-12-5): that is its pin.
+        gpufleet_apt.install(
+            name="system CUDA toolkit",
+            packages=[resolution.cuda_toolkit_package],
+        )
+    if spec.install_cudnn:
+        gpufleet_apt.install(
+            name="cuDNN runtime and dev, pinned",
+            packages=resolution.cudnn_packages,
+            allow_change=True,
+        )
+        held += resolution.cudnn_packages
+    if spec.install_nccl:
+        gpufleet_apt.install(
+            name="NCCL runtime and dev, pinned",
+            packages=resolution.nccl_packages,
+            allow_change=True,
+        )
+        held += resolution.nccl_packages
+    if held:
+        gpufleet_apt.hold(
+            name="hold cuDNN and NCCL at these versions",
+            packages=held,
+        )

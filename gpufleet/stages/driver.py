@@ -1,0 +1,209 @@
+"""The NVIDIA driver: headers and DKMS, nouveau out, the resolved branch installed and locked."""
+
+from __future__ import annotations
+
+import re
+
+from pyinfra.api import deploy
+from pyinfra.operations import server, systemd
+
+from gpufleet.apt_names import fabricmanager_package_name
+from gpufleet.operations import apt as gpufleet_apt
+from gpufleet.operations import files as gpufleet_files
+from gpufleet.operations import kernel
+from gpufleet.stages.host_probe import DRIVER_MARKER, branch_of_package_version
+from gpufleet.stages.node import NodePlan, node_plan
+from gpufleet.stages.preflight import foreign_driver
+from gpufleet.templates import render
+
+PREFERENCES = "/etc/apt/preferences.d/gpufleet-nvidia-driver"
+# Named to sort before any other preferences file: apt takes the first matching record.
+DISTRO_DRIVER_BLOCK = "/etc/apt/preferences.d/00-gpufleet-no-distro-nvidia-driver"
+# The Origin field of each distribution's archive (its Release file).
+ARCHIVE_ORIGINS = {"ubuntu": "Ubuntu", "debian": "Debian"}
+UNATTENDED_UPGRADES = "/etc/apt/apt.conf.d/51gpufleet-unattended-upgrades"
+NOUVEAU_BLACKLIST = "/etc/modprobe.d/gpufleet-blacklist-nouveau.conf"
+DKMS_MOK = "/etc/dkms/framework.conf.d/gpufleet-mok.conf"
+# Package name prefixes unattended-upgrades must never touch (DESIGN.md, decision 2).
+UPGRADE_BLACKLIST = ("nvidia-", "libnvidia-", "cuda-", "libcudnn", "libnccl")
+# Kernel each Ubuntu LTS shipped with; a newer generic kernel there is a HWE kernel, whose
+# headers metapackage carries the release (linux-headers-generic-hwe-22.04).
+UBUNTU_GA_KERNELS = {"20.04": "5.4", "22.04": "5.15", "24.04": "6.8"}
+
+
+def headers_packages(os_id: str, os_version: str, kernel_release: str, wanted: str) -> list[str]:
+    """Headers of the running kernel and the metapackage that keeps them coming.
+
+    Example: ``headers_packages("ubuntu", "22.04", "5.15.0-91-generic", "auto")
+    == ["linux-headers-5.15.0-91-generic", "linux-headers-generic"]``
+    """
+    packages = [f"linux-headers-{kernel_release}"]
+    if wanted != "auto":
+        return [*packages, wanted]
+    match = re.match(r"^(\d+)\.(\d+)\.\d+-[\d.]+-(.+)$", kernel_release)
+    if not match:
+        return packages
+    series, flavour = f"{match.group(1)}.{match.group(2)}", match.group(3)
+    ga = UBUNTU_GA_KERNELS.get(os_version)
+    if os_id == "ubuntu" and flavour == "generic" and ga and series != ga:
+        return [*packages, f"linux-headers-generic-hwe-{os_version}"]
+    return [*packages, f"linux-headers-{flavour}"]
+
+
+@deploy("gpufleet driver")
+def driver(plan: NodePlan | None = None):
+    """
+    Install and lock the NVIDIA driver the plan resolved: kernel headers and DKMS, nouveau
+    blacklisted, any other branch (or, if allowed, a foreign driver) removed first, the
+    branch pinned, unattended-upgrades kept off, persistenced and Fabric Manager running,
+    and a reboot per the reboot policy.
+
+    .. code:: python
+
+        driver()
+    """
+    plan = plan or node_plan()
+    spec, host_state, resolution = plan.spec, plan.state, plan.require_resolution()
+    branch = resolution.driver_branch
+
+    gpufleet_apt.install(
+        name="kernel headers and DKMS",
+        packages=[
+            "dkms",
+            *headers_packages(
+                host_state.os_id,
+                host_state.os_version,
+                host_state.kernel,
+                spec.kernel_headers_package,
+            ),
+        ],
+    )
+    if spec.secure_boot_plan == "mok":
+        gpufleet_files.content(
+            name="DKMS signs modules with the MOK",
+            path=DKMS_MOK,
+            text=render("dkms-mok.conf.j2", key=spec.mok_key_path, cert=spec.mok_cert_path),
+        )
+    kernel.blacklist_module(
+        name="nouveau blacklisted (initramfs rebuilt on change)",
+        module="nouveau",
+        path=NOUVEAU_BLACKLIST,
+    )
+    gpufleet_files.content(
+        name="distro builds of the NVIDIA driver blocked (NVIDIA's repository only)",
+        path=DISTRO_DRIVER_BLOCK,
+        text=render("distro-nvidia-driver.pref.j2", origin=ARCHIVE_ORIGINS[host_state.os_id]),
+    )
+    _remove_other_drivers(plan)
+    _lock_branch(plan)
+
+    fabric_manager = spec.fabric_manager == "on" or (
+        spec.fabric_manager == "auto" and host_state.has_nvswitch
+    )
+    packages = list(resolution.driver_packages)
+    if fabric_manager:
+        # One apt transaction for driver and Fabric Manager: both resolve to the same
+        # version of the locked branch, as Fabric Manager requires.
+        packages.append(resolution.fabricmanager_package or fabricmanager_package_name(branch))
+    gpufleet_apt.install(
+        name="NVIDIA driver packages of the locked branch",
+        packages=packages,
+        allow_change=True,
+    )
+    if fabric_manager:
+        gpufleet_apt.same_version_as(
+            name="Fabric Manager at the driver's exact version",
+            package=packages[-1],
+            reference=packages[0],
+        )
+    if resolution.pinning_package is None:
+        gpufleet_apt.hold(
+            name="hold the driver packages",
+            packages=packages,
+        )
+    gpufleet_files.content(
+        name=f"record the driver branch in {DRIVER_MARKER}",
+        path=DRIVER_MARKER,
+        text=f"{branch}\n",
+    )
+    gpufleet_files.content(
+        name="unattended-upgrades leaves NVIDIA, CUDA, cuDNN, NCCL alone",
+        path=UNATTENDED_UPGRADES,
+        text=render("unattended-upgrades-nvidia.conf.j2", prefixes=UPGRADE_BLACKLIST),
+    )
+    kernel.reboot_for_driver(
+        name="reboot if the running driver is not the installed one (reboot policy)",
+        policy=spec.reboot,
+        reboot_timeout=spec.reboot_timeout_s,
+    )
+
+    # Under 'never' a reboot this run cannot give (nouveau loaded, or another branch's module
+    # running) means the new driver cannot load yet: enable the services, start them at boot.
+    start = not (spec.reboot == "never" and _reboot_predicted(plan))
+    if spec.persistenced:  # hosts without GPUs set persistenced: False (it has none to keep)
+        systemd.service(
+            name="nvidia-persistenced enabled and running",
+            service="nvidia-persistenced",
+            running=start or None,
+            enabled=True,
+        )
+    if fabric_manager:
+        systemd.service(
+            name="nvidia-fabricmanager enabled and running (NVSwitch)",
+            service="nvidia-fabricmanager",
+            running=start or None,
+            enabled=True,
+        )
+
+
+def _reboot_predicted(plan: NodePlan) -> bool:
+    """Whether the host will need a reboot to run the resolved branch (from the probe)."""
+    loaded = plan.state.loaded_driver
+    branch = plan.require_resolution().driver_branch
+    return plan.state.nouveau_loaded or bool(loaded and not loaded.startswith(f"{branch}."))
+
+
+def _remove_other_drivers(plan: NodePlan) -> None:
+    """Purge another branch (or an allowed foreign driver) before installing, so apt never
+    meets two branches at once ("held broken packages")."""
+    host_state, branch = plan.state, plan.require_resolution().driver_branch
+    if plan.spec.replace_foreign_driver and host_state.runfile_uninstaller and foreign_driver(plan):
+        server.shell(
+            name="uninstall the runfile driver",
+            commands=[f"{host_state.runfile_uninstaller} --silent"],
+        )
+    replace_all = plan.spec.replace_foreign_driver and foreign_driver(plan) is not None
+    old = sorted(
+        name
+        for name, version in host_state.packages.items()
+        if replace_all or branch_of_package_version(version) not in (None, branch)
+    )
+    if old:
+        gpufleet_apt.remove(
+            name="remove the previous driver (another branch or a foreign one)",
+            packages=old,
+        )
+
+
+def _lock_branch(plan: NodePlan) -> None:
+    """NVIDIA's pinning package where the branch has one, else an apt preferences file."""
+    resolution = plan.require_resolution()
+    branch = resolution.driver_branch
+    if resolution.pinning_package:
+        gpufleet_files.content(
+            name="no gpufleet apt preferences (pinning package locks)",
+            path=PREFERENCES,
+            text="",
+            present=False,
+        )
+        gpufleet_apt.install(
+            name="lock the branch: NVIDIA's pinning package",
+            packages=[resolution.pinning_package],
+            allow_change=True,
+        )
+        return
+    gpufleet_files.content(
+        name="lock the branch: apt preferences",
+        path=PREFERENCES,
+        text=render("nvidia-driver.pref.j2", branch=branch),
+    )

@@ -1,0 +1,254 @@
+"""One plan-time fact reading all that preflight and the stages branch on, in one round trip."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+from pyinfra.api import FactBase, QuoteString, StringCommand
+from typing_extensions import override
+
+from gpufleet.matrix import gpu_by_device_id
+
+# The gpufleet file that records the driver branch this tool installed; its absence next to an
+# installed driver is what makes that driver "foreign".
+DRIVER_MARKER = "/etc/gpufleet/driver-branch"
+
+# Packages whose version names the installed driver (Ubuntu/Debian distro driver packages and
+# NVIDIA's repository metapackages alike).
+DRIVER_PACKAGE_PATTERNS = (
+    "nvidia-driver*",
+    "nvidia-open*",
+    "cuda-drivers*",
+    "nvidia-kernel-common*",
+    "nvidia-dkms*",
+    "nvidia-kernel-source*",
+    "libnvidia-compute*",
+    "nvidia-fabricmanager*",
+    "nvidia-driver-pinning*",
+    "nvidia-kernel-dkms",
+)
+
+_SECTION = "##gpufleet-probe:"
+
+# Each section prints under a marker; every command tolerates its tool being absent so that a
+# bare host (no lspci, no mokutil, no nvidia-smi) answers in one go.
+_SCRIPT = """\
+echo '{s}os'; cat /etc/os-release 2>/dev/null
+echo '{s}arch'; uname -m
+echo '{s}kernel'; uname -r
+echo '{s}pci'
+for d in /sys/bus/pci/devices/*; do
+  [ "$(cat "$d/vendor" 2>/dev/null)" = 0x10de ] &&
+    echo "${{d##*/}} $(cat "$d/class") $(cat "$d/device")"
+done
+echo '{s}secure_boot'
+f=$(ls /sys/firmware/efi/efivars/SecureBoot-* 2>/dev/null | head -n 1)
+if [ -n "$f" ]; then od -An -t u1 "$f" | tr -s ' ' '\\n' | grep . | tail -n 1; fi
+echo '{s}loaded'; cat /sys/module/nvidia/version 2>/dev/null
+echo '{s}installed_module'; modinfo -F version nvidia 2>/dev/null
+echo '{s}nouveau'; [ -d /sys/module/nouveau ] && echo loaded
+echo '{s}runfile'; [ -e /usr/bin/nvidia-uninstall ] && echo /usr/bin/nvidia-uninstall
+echo '{s}packages'
+dpkg-query -W -f='${{db:Status-Abbrev}} ${{Package}} ${{Version}}\\n' {patterns} 2>/dev/null
+echo '{s}marker'; cat {marker} 2>/dev/null
+echo '{s}gpu_processes'
+if [ -d /sys/module/nvidia ] && command -v nvidia-smi >/dev/null 2>&1; then
+  nvidia-smi --query-compute-apps=pid,process_name --format=csv,noheader 2>/dev/null
+fi
+echo '{s}disk'; df -Pk / 2>/dev/null | tail -n 1
+echo '{s}env'; [ -x "$1/bin/python" ] && echo present
+echo '{s}shim_mok'; [ -e /var/lib/shim-signed/mok/MOK.der ] && echo present
+true
+"""
+
+
+@dataclass(frozen=True)
+class PciDevice:
+    """An NVIDIA PCI function: ``slot`` ("0000:3b:00.0"), ``pci_class`` ("0302"), ``device_id``."""
+
+    slot: str
+    pci_class: str
+    device_id: str
+
+    @property
+    def is_gpu(self) -> bool:
+        # 0x03xx: display controllers (VGA 0300, 3D 0302); NVSwitch bridges are 0x0680.
+        return self.pci_class.startswith("03")
+
+    @property
+    def is_nvswitch(self) -> bool:
+        model = gpu_by_device_id(self.device_id)
+        return bool(model and model.is_nvswitch) or self.pci_class == "0680"
+
+
+@dataclass(frozen=True)
+class HostState:
+    """What a host is, and what of NVIDIA's stack it already has, as read before any change."""
+
+    os_id: str = ""
+    os_version: str = ""
+    os_pretty: str = ""
+    arch: str = ""
+    kernel: str = ""
+    pci: tuple[PciDevice, ...] = ()
+    secure_boot: bool | None = None
+    loaded_driver: str | None = None
+    installed_module: str | None = None
+    nouveau_loaded: bool = False
+    runfile_uninstaller: str | None = None
+    packages: dict[str, str] = field(default_factory=dict, hash=False)
+    marker_branch: int | None = None
+    gpu_processes: tuple[str, ...] = ()
+    free_disk_kib: int | None = None
+    env_present: bool = False
+    shim_mok_present: bool = False
+
+    @property
+    def gpus(self) -> list[PciDevice]:
+        return [d for d in self.pci if d.is_gpu]
+
+    @property
+    def has_nvswitch(self) -> bool:
+        return any(d.is_nvswitch for d in self.pci)
+
+    @property
+    def device_ids(self) -> list[str]:
+        return [d.device_id for d in self.pci]
+
+    @property
+    def installed_branches(self) -> set[int]:
+        """Driver branches named by the versions of installed driver packages."""
+        branches = {branch_of_package_version(v) for v in self.packages.values()}
+        return {branch for branch in branches if branch is not None}
+
+    @property
+    def distro_driver_packages(self) -> dict[str, str]:
+        """Driver packages built by the distribution, not NVIDIA's repository.
+
+        Ubuntu's archive versions carry the release (``535.183.01-0ubuntu0.22.04.1``), Debian's
+        a ``~deb12u1`` suffix; NVIDIA's repository builds end ``-0ubuntu1`` or ``-1``.
+        """
+        return {
+            name: version
+            for name, version in self.packages.items()
+            if re.search(r"ubuntu0\.\d+\.\d+|[~+]deb\d+", version)
+        }
+
+
+def branch_of_package_version(version: str) -> int | None:
+    """The driver branch a package version names: ``"1:570.195.03-0ubuntu1"`` -> 570, else None."""
+    match = re.match(r"^(?:\d+:)?(\d{3})\.\d+", version)
+    return int(match.group(1)) if match else None
+
+
+class HostProbe(FactBase[HostState]):
+    """
+    Reads OS, architecture, kernel, NVIDIA PCI functions, Secure Boot, the loaded and installed
+    driver, installed driver packages, GPU processes, free disk and the environment's presence.
+
+    .. code:: python
+
+        state = host.get_fact(HostProbe, env_dir="/opt/gpufleet/miniforge3/envs/tf")
+        state.os_id, state.gpus, state.installed_branches
+    """
+
+    @override
+    def command(self, env_dir: str) -> StringCommand:
+        script = _SCRIPT.format(
+            s=_SECTION,
+            patterns=" ".join(f"'{p}'" for p in DRIVER_PACKAGE_PATTERNS),
+            marker=DRIVER_MARKER,
+        )
+        return StringCommand(
+            "sh", "-c", QuoteString(script), "gpufleet-probe", QuoteString(env_dir)
+        )
+
+    @staticmethod
+    @override
+    def default() -> HostState:
+        return HostState()
+
+    @override
+    def process(self, output: list[str]) -> HostState:
+        return parse_probe(output)
+
+
+def parse_probe(lines: list[str]) -> HostState:
+    """Turn the probe's sectioned output into a ``HostState``."""
+    sections: dict[str, list[str]] = {}
+    current: list[str] | None = None
+    for line in lines:
+        if line.startswith(_SECTION):
+            current = sections.setdefault(line[len(_SECTION) :].strip(), [])
+        elif current is not None and line.strip():
+            current.append(line.strip())
+
+    def first(name: str) -> str | None:
+        values = sections.get(name) or []
+        return values[0] if values else None
+
+    os_release = _parse_os_release(sections.get("os", []))
+    marker = first("marker")
+    return HostState(
+        os_id=os_release.get("ID", ""),
+        os_version=os_release.get("VERSION_ID", ""),
+        os_pretty=os_release.get("PRETTY_NAME", ""),
+        arch=first("arch") or "",
+        kernel=first("kernel") or "",
+        pci=tuple(_parse_pci(sections.get("pci", []))),
+        secure_boot=_parse_secure_boot(first("secure_boot")),
+        loaded_driver=first("loaded"),
+        installed_module=first("installed_module"),
+        nouveau_loaded=first("nouveau") == "loaded",
+        runfile_uninstaller=first("runfile"),
+        packages=_parse_packages(sections.get("packages", [])),
+        marker_branch=int(marker) if marker and marker.isdigit() else None,
+        gpu_processes=tuple(sections.get("gpu_processes", [])),
+        free_disk_kib=_parse_df(first("disk")),
+        env_present=first("env") == "present",
+        shim_mok_present=first("shim_mok") == "present",
+    )
+
+
+def _parse_os_release(lines: list[str]) -> dict[str, str]:
+    values = {}
+    for line in lines:
+        key, sep, value = line.partition("=")
+        if sep:
+            values[key] = value.strip().strip('"').strip("'")
+    return values
+
+
+def _parse_pci(lines: list[str]) -> list[PciDevice]:
+    devices = []
+    for line in lines:
+        bits = line.split()
+        if len(bits) == 3:
+            slot, pci_class, device = bits
+            # sysfs prints 0x030200 (class, subclass, prog-if) and 0x20b0.
+            devices.append(PciDevice(slot, pci_class.lower()[2:6], device.lower()[2:]))
+    return devices
+
+
+def _parse_secure_boot(value: str | None) -> bool | None:
+    # The SecureBoot EFI variable: 4 attribute bytes, then 1 (enabled) or 0 (disabled).
+    if value is None:
+        return None
+    return value == "1"
+
+
+def _parse_packages(lines: list[str]) -> dict[str, str]:
+    packages = {}
+    for line in lines:
+        bits = line.split()
+        # "ii " installed, "hi " installed and held; anything else is not installed.
+        if len(bits) == 3 and bits[0] in ("ii", "hi"):
+            packages[bits[1]] = bits[2]
+    return packages
+
+
+def _parse_df(line: str | None) -> int | None:
+    # POSIX df -Pk: Filesystem 1024-blocks Used Available Capacity Mounted-on
+    bits = (line or "").split()
+    return int(bits[3]) if len(bits) >= 6 and bits[3].isdigit() else None

@@ -1,0 +1,104 @@
+"""The per-host plan every stage shares: the NodeSpec, the host probe and the resolved versions."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from weakref import WeakKeyDictionary
+
+from pyinfra.api import DeployError
+from pyinfra.api.host import Host
+from pyinfra.context import ctx_host
+
+from gpufleet import matrix
+from gpufleet.spec import NodeSpec, SpecError, spec_for_host
+from gpufleet.stages.host_probe import HostProbe, HostState
+
+# The Python each distro ships as python3 (its archive; venv without uv uses it).
+DISTRO_PYTHON = {
+    ("ubuntu", "20.04"): "3.8",
+    ("ubuntu", "22.04"): "3.10",
+    ("ubuntu", "24.04"): "3.12",
+    ("debian", "12"): "3.11",
+}
+
+
+class InventoryValueError(DeployError):
+    """An inventory value no host can be provisioned with; raised while planning, before any
+    host is changed, so that pyinfra stops the whole run."""
+
+
+@dataclass(frozen=True)
+class NodePlan:
+    """What a stage needs to know about one host.
+
+    ``resolution`` is None when the host's OS or architecture is unsupported (preflight then
+    refuses the host); ``unsupported`` says why.
+    """
+
+    spec: NodeSpec
+    state: HostState
+    resolution: matrix.Resolution | None
+    unsupported: str | None = None
+
+    @property
+    def distro_python(self) -> str | None:
+        version = self.state.os_version
+        if self.state.os_id == "debian":
+            version = version.split(".")[0]
+        return DISTRO_PYTHON.get((self.state.os_id, version))
+
+    @property
+    def installed_branch_differs(self) -> bool:
+        """An NVIDIA driver of another branch than the resolved one is installed."""
+        if self.resolution is None:
+            return False
+        return bool(self.state.installed_branches - {self.resolution.driver_branch})
+
+    def require_resolution(self) -> matrix.Resolution:
+        if self.resolution is None:
+            raise DeployError(
+                f"{self.unsupported or 'host not resolved'}; run gpufleet's preflight stage first"
+            )
+        return self.resolution
+
+
+# Keyed by the Host object itself: a new pyinfra run (new inventory) plans afresh.
+_PLANS: WeakKeyDictionary[Host, NodePlan] = WeakKeyDictionary()
+
+
+def node_plan(host: Host | None = None) -> NodePlan:
+    """The plan of a host (default: the current one), read once per run: one ``HostProbe``.
+
+    A bad inventory value raises ``InventoryValueError`` naming the host, the key and the fix.
+
+    Example: ``plan = node_plan(); plan.resolution.driver_branch``
+    """
+    host = host if host is not None else ctx_host.get()
+    cached = _PLANS.get(host)
+    if cached is not None:
+        return cached
+    try:
+        spec = spec_for_host(host)
+    except SpecError as exc:
+        raise InventoryValueError(str(exc)) from None
+    probed = host.get_fact(HostProbe, env_dir=spec.env_dir)
+    resolution = None
+    unsupported = None
+    try:
+        matrix.nvidia_repo_distro(probed.os_id, probed.os_version)
+        matrix.nvidia_repo_arch(probed.arch)
+    except matrix.MatrixError as exc:
+        unsupported = str(exc)
+    if unsupported is None:
+        try:
+            resolution = spec.resolve(
+                os_id=probed.os_id,
+                os_version=probed.os_version,
+                arch=probed.arch,
+                gpu_device_ids=probed.device_ids,
+            )
+        except matrix.MatrixError as exc:
+            raise InventoryValueError(f"host {host.name}: {exc}") from None
+    plan = NodePlan(spec=spec, state=probed, resolution=resolution, unsupported=unsupported)
+    _PLANS[host] = plan
+    return plan

@@ -1,0 +1,217 @@
+"""Preflight: refuse, before anything changes, a host that cannot be provisioned safely."""
+
+from __future__ import annotations
+
+from collections import Counter
+
+from pyinfra import host, logger, state
+from pyinfra.api import deploy
+from pyinfra.context import ctx_host
+
+from gpufleet.drivers import version_tuple
+from gpufleet.matrix import GpuModel, gpu_by_device_id
+from gpufleet.stages.node import NodePlan, node_plan
+
+
+@deploy("gpufleet preflight")
+def preflight(plan: NodePlan | None = None) -> bool:
+    """
+    Check the host and refuse it (mark it failed, change nothing) when it is unsafe to
+    provision; other hosts carry on. Returns whether the host passed.
+
+    .. code:: python
+
+        if preflight():
+            nvidia_repo()
+    """
+    plan = plan or node_plan()
+    found = refusals(plan)
+    if not found:
+        logger.info(f"{host.print_prefix}gpufleet plan: {describe(plan)}")
+        for warning in plan.require_resolution().warnings:
+            logger.warning(f"{host.print_prefix}gpufleet: {warning}")
+        return True
+    for reason in found:
+        logger.error(f"{host.print_prefix}gpufleet preflight refused this host: {reason}")
+    # Failing the host while planning removes it from the run before any operation executes;
+    # pyinfra then reports it under failed hosts and exits non-zero.
+    # (the Host object itself, not pyinfra's context proxy, which later points at other hosts).
+    state.fail_hosts({ctx_host.get()})
+    return False
+
+
+def describe(plan: NodePlan) -> str:
+    """One line a GPU engineer reads to know what this host will get."""
+    spec, host_state, resolution = plan.spec, plan.state, plan.require_resolution()
+    gpus = Counter(
+        (gpu_by_device_id(d.device_id) or _unknown(d.device_id)).name for d in host_state.gpus
+    )
+    hardware = ", ".join(f"{count}x {name}" for name, count in gpus.items()) or "no GPU"
+    switches = sum(1 for d in host_state.pci if d.is_nvswitch)
+    if switches:
+        hardware += f", {switches} NVSwitch"
+    driver = list(resolution.driver_packages)
+    if spec.fabric_manager == "on" or (spec.fabric_manager == "auto" and switches):
+        driver.append(resolution.fabricmanager_package or "nvidia-fabricmanager")
+    lock = resolution.pinning_package or "apt preferences + hold"
+    stack = [
+        f"CUDA {resolution.cuda}" if spec.install_cuda_toolkit else "",
+        f"cuDNN {resolution.cudnn}" if spec.install_cudnn else "",
+        f"NCCL {resolution.nccl}" if spec.install_nccl else "",
+    ]
+    return (
+        f"{host_state.os_pretty or host_state.os_id} {host_state.arch}, kernel "
+        f"{host_state.kernel}; {hardware} -> repository {resolution.repo_distro}/"
+        f"{resolution.repo_arch}; driver {resolution.driver_branch} "
+        f"({resolution.kernel_module_flavor} modules: {', '.join(driver)}; locked by {lock}); "
+        f"{', '.join(s for s in stack if s) or 'no system CUDA stack'}; TensorFlow "
+        f"{resolution.tf_version} ({spec.tensorflow_package}) in {spec.python_env} "
+        f"{spec.env_dir}; reboot policy {spec.reboot}"
+    )
+
+
+def _unknown(device_id: str) -> GpuModel:
+    return GpuModel(device_id, f"NVIDIA device {device_id}", "", (0, 0), "", False, False, {}, 0)
+
+
+def refusals(plan: NodePlan) -> list[str]:
+    """Every reason to refuse this host, each saying what was found and what to do."""
+    if plan.unsupported:
+        return [plan.unsupported]
+    reasons: list[str] = []
+    for check in (_gpus, _secure_boot, _foreign_driver, _gpu_processes, _disk, _system_python):
+        reason = check(plan)
+        if reason:
+            reasons.append(reason)
+    return reasons
+
+
+def _gpus(plan: NodePlan) -> str | None:
+    gpus = plan.state.gpus
+    if plan.spec.gpu_less:
+        return None
+    if not gpus:
+        return (
+            "no NVIDIA GPU on the PCI bus (no vendor 0x10de display device under "
+            "/sys/bus/pci/devices). Fix: check the card is seated or passed through to the VM, "
+            "or set gpu_less: True for a host without GPUs."
+        )
+    if plan.spec.gpu_count is not None and len(gpus) < plan.spec.gpu_count:
+        return (
+            f"{len(gpus)} NVIDIA GPU(s) on the PCI bus, gpu_count expects {plan.spec.gpu_count}. "
+            "Fix: reseat or replace the missing GPU(s), or correct gpu_count."
+        )
+    return None
+
+
+def _secure_boot(plan: NodePlan) -> str | None:
+    if not plan.state.secure_boot:
+        return None
+    sb_plan = plan.spec.secure_boot_plan
+    if sb_plan == "none":
+        return (
+            "Secure Boot is enabled and secure_boot_plan is 'none': the unsigned NVIDIA kernel "
+            "modules would be rejected ('Key was rejected by service'). Fix: disable Secure "
+            "Boot in the firmware, or set secure_boot_plan: 'ubuntu-signed' (Ubuntu) or 'mok' "
+            "with mok_key_path and mok_cert_path."
+        )
+    if sb_plan == "ubuntu-signed":
+        if plan.state.os_id != "ubuntu":
+            return (
+                f"secure_boot_plan 'ubuntu-signed' needs Ubuntu; this host runs "
+                f"{plan.state.os_pretty or plan.state.os_id}. Fix: use secure_boot_plan: 'mok'."
+            )
+        if not plan.state.shim_mok_present:
+            return (
+                "secure_boot_plan 'ubuntu-signed' relies on the MOK of shim-signed, but "
+                "/var/lib/shim-signed/mok/MOK.der is missing. Fix: run `update-secureboot-policy "
+                "--new-key` and enroll it at the next boot, or use secure_boot_plan: 'mok'."
+            )
+    return None
+
+
+def _foreign_driver(plan: NodePlan) -> str | None:
+    if plan.spec.replace_foreign_driver:
+        return None
+    found = foreign_driver(plan)
+    if not found:
+        return None
+    return (
+        f"a foreign NVIDIA driver is installed: {found}. Fix: remove it, or set "
+        "replace_foreign_driver: True to let gpufleet remove it and install branch "
+        f"{plan.require_resolution().driver_branch}."
+    )
+
+
+def foreign_driver(plan: NodePlan) -> str | None:
+    """Describe a driver gpufleet did not install (runfile, distro build, other branch)."""
+    host_state = plan.state
+    resolution = plan.require_resolution()
+    if host_state.runfile_uninstaller:
+        return f"a runfile install ({host_state.runfile_uninstaller} exists)"
+    distro_built = host_state.distro_driver_packages
+    if distro_built:
+        listed = ", ".join(f"{name} {version}" for name, version in sorted(distro_built.items()))
+        return f"driver packages built by the distribution ({listed})"
+    branches = host_state.installed_branches
+    if branches and host_state.marker_branch is None and branches != {resolution.driver_branch}:
+        listed = ", ".join(f"{n} {v}" for n, v in sorted(host_state.packages.items()))
+        return (
+            f"branch {', '.join(map(str, sorted(branches)))} not installed by gpufleet ({listed})"
+        )
+    if host_state.loaded_driver and not branches:
+        return f"NVIDIA module {host_state.loaded_driver} is loaded but no package provides it"
+    return None
+
+
+def driver_will_change(plan: NodePlan) -> bool:
+    """Whether this run replaces a driver the host already has."""
+    return plan.installed_branch_differs or (
+        plan.spec.replace_foreign_driver and foreign_driver(plan) is not None
+    )
+
+
+def _gpu_processes(plan: NodePlan) -> str | None:
+    processes = plan.state.gpu_processes
+    if not processes or plan.spec.force_driver_change or not driver_will_change(plan):
+        return None
+    installed = ", ".join(map(str, sorted(plan.state.installed_branches))) or "a foreign driver"
+    return (
+        f"the driver is about to change ({installed} -> {plan.require_resolution().driver_branch}) "
+        f"while {len(processes)} GPU process(es) run ({'; '.join(processes)}). Fix: drain the "
+        "host and run again, or set force_driver_change: True."
+    )
+
+
+def _disk(plan: NodePlan) -> str | None:
+    free = plan.state.free_disk_kib
+    resolution = plan.require_resolution()
+    provisioned = plan.state.env_present and (
+        resolution.driver_branch in plan.state.installed_branches
+    )
+    needed = plan.spec.min_free_disk_gib * 1024 * 1024
+    if free is None or provisioned or free >= needed:
+        return None
+    return (
+        f"{free / 1024 / 1024:.1f} GiB free on /, {plan.spec.min_free_disk_gib} GiB needed for "
+        "the driver, CUDA and the Python environment. Fix: free space, or lower "
+        "min_free_disk_gib if you know less is needed."
+    )
+
+
+def _system_python(plan: NodePlan) -> str | None:
+    if plan.spec.python_env != "venv" or plan.spec.use_uv:
+        return None
+    python = plan.distro_python
+    resolution = plan.require_resolution()
+    if python is None:
+        return None
+    if version_tuple(python) < version_tuple(resolution.python_min) or version_tuple(
+        python
+    ) > version_tuple(resolution.python_max):
+        return (
+            f"python_env 'venv' uses the system Python {python}, outside TensorFlow "
+            f"{resolution.tf_version}'s range {resolution.python_min}..{resolution.python_max}. "
+            "Fix: set use_uv: True (with python_version) or python_env: 'conda'."
+        )
+    return None

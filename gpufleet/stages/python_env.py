@@ -1,0 +1,146 @@
+"""The Python environment: Miniforge or venv, TensorFlow under pinned constraints, activation."""
+
+from __future__ import annotations
+
+import hashlib
+
+from pyinfra.api import deploy
+from pyinfra.operations import files
+
+from gpufleet import matrix
+from gpufleet.operations import apt as gpufleet_apt
+from gpufleet.operations import files as gpufleet_files
+from gpufleet.operations import python
+from gpufleet.spec import NodeSpec
+from gpufleet.stages.node import NodePlan, node_plan
+from gpufleet.stages.nvidia_repo import download_env
+from gpufleet.templates import render
+
+WRAPPER = "/usr/local/bin/gpufleet-python"
+INSTALLER_CACHE = "/var/cache/gpufleet"
+
+
+def env_file(spec: NodeSpec) -> str:
+    """The shell file holding the environment's CUDA-wheel settings."""
+    return f"{spec.env_dir}/etc/gpufleet/env.sh"
+
+
+@deploy("gpufleet python_env")
+def python_env(plan: NodePlan | None = None):
+    """
+    Build the Python environment (conda by default, or venv), write its activation and the
+    ``gpufleet-python`` wrapper, then pip-install TensorFlow under a constraints file that pins
+    every ``nvidia-*`` wheel, and check that it imports (as a CUDA build, when required).
+
+    .. code:: python
+
+        python_env()
+    """
+    plan = plan or node_plan()
+    spec, resolution = plan.spec, plan.require_resolution()
+    if spec.python_env == "conda":
+        _conda(plan)
+    else:
+        _venv(plan)
+
+    settings = render("gpufleet-env.sh.j2", env_dir=spec.env_dir)
+    gpufleet_files.content(
+        name="CUDA wheel settings (LD_LIBRARY_PATH, XLA_FLAGS, ptxas, TF_FORCE_GPU_ALLOW_GROWTH)",
+        path=env_file(spec),
+        text=settings,
+    )
+    if spec.python_env == "conda":
+        gpufleet_files.content(
+            name="conda activate.d loads them",
+            path=f"{spec.env_dir}/etc/conda/activate.d/gpufleet.sh",
+            text=render("conda-activate.sh.j2", env_dir=spec.env_dir, env_file=env_file(spec)),
+        )
+    gpufleet_files.content(
+        name=f"{WRAPPER} wrapper",
+        path=WRAPPER,
+        text=render("gpufleet-python.j2", env_dir=spec.env_dir, env_file=env_file(spec)),
+        mode="755",
+    )
+
+    constraints = matrix.constraints_file(resolution.tf_version)
+    constraints_path = f"{spec.env_dir}/etc/gpufleet/constraints.txt"
+    gpufleet_files.content(
+        name="pip constraints pinning every nvidia-* wheel",
+        path=constraints_path,
+        text=constraints,
+    )
+    requirement = f"{spec.tensorflow_package}=={resolution.tf_version}"
+    python.pip_install_checked(
+        name="pip install TensorFlow under the constraints, check it imports",
+        python=spec.python_bin,
+        requirement=requirement,
+        tf_version=resolution.tf_version,
+        constraints=constraints_path,
+        constraints_sha256=hashlib.sha256(constraints.encode()).hexdigest(),
+        stamp=f"{spec.env_dir}/etc/gpufleet/installed.txt",
+        check_python=WRAPPER,
+        index_url=spec.pip_index_url_hidden,
+        trusted_host=spec.pip_trusted_host,
+        require_cuda_build=spec.require_cuda_build,
+        _env=download_env(spec),
+    )
+
+
+def installer_path(spec: NodeSpec, machine: str) -> str:
+    """Where the Miniforge installer is kept (so a second run need not download it again)."""
+    return f"{INSTALLER_CACHE}/Miniforge3-{spec.miniforge_version}-Linux-{machine}.sh"
+
+
+def _conda(plan: NodePlan) -> None:
+    spec, machine = plan.spec, plan.state.arch
+    installer = installer_path(spec, machine)
+    files.directory(name=f"{INSTALLER_CACHE} for the installer", path=INSTALLER_CACHE)
+    files.download(
+        name="Miniforge installer (sha256 checked)",
+        src=spec.miniforge_installer_url(machine),
+        dest=installer,
+        sha256sum=spec.miniforge_sha256.get(machine),
+        _env=download_env(spec),
+    )
+    python.miniforge(
+        name="Miniforge",
+        installer=installer,
+        root=spec.conda_root,
+    )
+    python.conda_env(
+        name="conda environment",
+        conda=f"{spec.conda_root}/bin/conda",
+        env_dir=spec.env_dir,
+        python_version=spec.python_version,
+    )
+
+
+def _venv(plan: NodePlan) -> None:
+    spec = plan.spec
+    gpufleet_apt.install(
+        name="system Python with venv",
+        packages=["python3", "python3-venv"],
+    )
+    uv = None
+    if spec.use_uv:
+        tools = f"{spec.env_prefix}/tools"
+        python.venv(
+            name="tool venv for uv",
+            env_dir=tools,
+        )
+        python.pip_tool(
+            name="uv in the tool venv",
+            python=f"{tools}/bin/python",
+            package="uv",
+            executable=f"{tools}/bin/uv",
+            index_url=spec.pip_index_url_hidden,
+            trusted_host=spec.pip_trusted_host,
+            _env=download_env(spec),
+        )
+        uv = f"{tools}/bin/uv"
+    python.venv(
+        name="virtual environment",
+        env_dir=spec.env_dir,
+        uv=uv,
+        python_version=spec.python_version if uv else "",
+    )

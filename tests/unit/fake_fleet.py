@@ -1,0 +1,263 @@
+"""@fake hosts for whole-deploy plan tests: canned answers to gpufleet's probe and pyinfra's facts.
+
+A ``FakeGpuHost`` describes a machine (OS, kernel, PCI devices, what is installed); its
+``data()`` is pyinfra host data for the ``@fake`` connector, whose ``fake_responses`` answer
+each fact command by substring. A provisioned host answers as a host that a previous run
+completed, so its plan must hold no change.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from gpufleet import __version__, matrix
+from gpufleet.operations.kernel import blacklist_text
+from gpufleet.operations.payload import make_archive
+from gpufleet.spec import NodeSpec
+from gpufleet.stages import driver as driver_stage
+from gpufleet.stages import nvidia_repo as repo_stage
+from gpufleet.stages import python_env as env_stage
+from gpufleet.stages.host_probe import DRIVER_MARKER
+from gpufleet.stages.validation_payload import validation_source
+from gpufleet.templates import render
+
+PROBE = "##gpufleet-probe:"
+A100 = "20b2"  # NVIDIA A100-SXM4-80GB
+H100 = "2330"  # NVIDIA H100 80GB HBM3 (SXM)
+V100 = "1db4"  # Tesla V100-PCIE-16GB
+NVSWITCH_A100 = "1af1"
+NVSWITCH_H100 = "22a3"
+MODULE_STATE = "echo loaded=$(cat /sys/module/nvidia/version"
+
+OS_RELEASE = {
+    ("ubuntu", "20.04"): "Ubuntu 20.04.6 LTS",
+    ("ubuntu", "22.04"): "Ubuntu 22.04.4 LTS",
+    ("ubuntu", "24.04"): "Ubuntu 24.04.1 LTS",
+    ("debian", "12"): "Debian GNU/Linux 12 (bookworm)",
+    ("centos", "7"): "CentOS Linux 7 (Core)",
+}
+
+
+@dataclass
+class FakeGpuHost:
+    """One machine as gpufleet's probe and pyinfra's facts would see it."""
+
+    os_id: str = "ubuntu"
+    os_version: str = "22.04"
+    arch: str = "x86_64"
+    kernel: str = "5.15.0-91-generic"
+    gpus: tuple[str, ...] = (A100,) * 8
+    nvswitches: tuple[str, ...] = ()
+    secure_boot: bool | None = False
+    packages: dict[str, str] = field(default_factory=dict)
+    marker_branch: int | None = None
+    loaded_driver: str | None = None
+    nouveau: bool = False
+    runfile: bool = False
+    gpu_processes: tuple[str, ...] = ()
+    free_gib: int = 500
+    provisioned: bool = False
+    inventory: dict[str, Any] = field(default_factory=dict)
+
+    def spec(self) -> NodeSpec:
+        return NodeSpec.from_host_data(self.inventory)
+
+    def resolution(self) -> matrix.Resolution:
+        return self.spec().resolve(
+            os_id=self.os_id,
+            os_version=self.os_version,
+            arch=self.arch,
+            gpu_device_ids=[*self.gpus, *self.nvswitches],
+        )
+
+    def data(self) -> dict[str, Any]:
+        responses: dict[str, Any] = {}
+        packages = dict(self.packages)
+        marker, loaded = self.marker_branch, self.loaded_driver
+        if self.provisioned:
+            resolution = self.resolution()
+            # What a completed run installed, then whatever this host was given on top.
+            packages = {**_driver_packages(resolution, bool(self.nvswitches)), **packages}
+            marker, loaded = resolution.driver_branch, resolution.driver_version
+            responses.update(self._provisioned_responses(resolution, packages))
+        else:
+            responses["dpkg -l"] = [f"ii  {n}  {v}  amd64  -" for n, v in packages.items()]
+            responses[MODULE_STATE] = [
+                f"loaded={loaded or ''}",
+                f"installed={loaded or ''}",
+                f"nouveau={'yes' if self.nouveau else 'no'}",
+            ]
+        responses = {PROBE: self._probe(packages, marker, loaded), **responses}
+        return {
+            **self.inventory,
+            "fake_delay": 0,
+            "fake_delay_jitter": 0,
+            "fake_responses": responses,
+        }
+
+    def _probe(self, packages: dict[str, str], marker: int | None, loaded: str | None) -> list[str]:
+        name = OS_RELEASE[(self.os_id, self.os_version)]
+        lines = [f"{PROBE}os", f"ID={self.os_id}", f'VERSION_ID="{self.os_version}"']
+        lines += [f'PRETTY_NAME="{name}"', f"{PROBE}arch", self.arch, f"{PROBE}kernel", self.kernel]
+        lines.append(f"{PROBE}pci")
+        lines += [f"0000:{0x10 + i:02x}:00.0 0x030200 0x{d}" for i, d in enumerate(self.gpus)]
+        lines += [f"0000:{0x80 + i:02x}:00.0 0x068000 0x{d}" for i, d in enumerate(self.nvswitches)]
+        lines.append(f"{PROBE}secure_boot")
+        if self.secure_boot is not None:
+            lines.append("1" if self.secure_boot else "0")
+        lines += [f"{PROBE}loaded", *([loaded] if loaded else [])]
+        lines += [f"{PROBE}installed_module", *([loaded] if loaded else [])]
+        lines += [f"{PROBE}nouveau", *(["loaded"] if self.nouveau else [])]
+        lines += [f"{PROBE}runfile", *(["/usr/bin/nvidia-uninstall"] if self.runfile else [])]
+        lines.append(f"{PROBE}packages")
+        lines += [f"ii  {name} {version}" for name, version in packages.items()]
+        lines += [f"{PROBE}marker", *([str(marker)] if marker else [])]
+        lines += [f"{PROBE}gpu_processes", *self.gpu_processes]
+        free_kib = self.free_gib * 1024 * 1024
+        lines += [f"{PROBE}disk", f"/dev/nvme0n1p2 976762584 1000 {free_kib} 1% /"]
+        lines += [f"{PROBE}env", *(["present"] if self.provisioned else [])]
+        return lines
+
+    def _provisioned_responses(
+        self, resolution: matrix.Resolution, driver_packages: dict[str, str]
+    ) -> dict[str, Any]:
+        spec = self.spec()
+        responses: dict[str, Any] = {}
+        for path, (text, mode) in _managed_files(self, spec, resolution).items():
+            digest = hashlib.sha256(text.encode()).hexdigest()
+            responses[f"stat -c %a {path}"] = [mode, f"{digest}  {path}"]
+        responses[f"--show-keys {repo_stage.KEYRING}"] = [spec.nvidia_repo_key_fingerprint]
+
+        installed = {"ca-certificates": "20230311", "curl": "7.81.0-1", "gnupg": "2.2.27-3"}
+        installed.update({"dkms": "2.8.7-2", "python3": "3.10.6-1", "python3-venv": "3.10.6-1"})
+        headers = driver_stage.headers_packages(
+            self.os_id, self.os_version, self.kernel, spec.kernel_headers_package
+        )
+        installed.update({name: "5.15.0-91.101" for name in headers})
+        installed.update(driver_packages)
+        installed[resolution.cuda_toolkit_package] = f"{resolution.cuda}.1-1"
+        held = [name for name in driver_packages if resolution.pinning_package is None]
+        for spec_string in [*resolution.cudnn_packages, *resolution.nccl_packages]:
+            name, _, version = spec_string.partition("=")
+            installed[name] = version or "1.0-1"
+            held.append(name)
+        responses["dpkg -l"] = [f"ii  {n}  {v}  amd64  stand-in" for n, v in installed.items()]
+        responses["apt-mark showhold"] = sorted(held)
+        version = resolution.driver_version
+        responses[MODULE_STATE] = [
+            f"loaded={version}",
+            f"installed={version}",
+            "nouveau=no",
+        ]
+        for unit in ("nvidia-persistenced", "nvidia-fabricmanager"):
+            responses[f"SubState {unit}.service"] = [f"Id={unit}.service", "SubState=running"]
+            responses[f"UnitFileState {unit}.service"] = [
+                f"Id={unit}.service",
+                "UnitFileState=enabled",
+            ]
+        dest = f"{spec.payload_dir}/{__version__}"
+        archive = make_archive(validation_source())
+        responses[f"cat {dest}/.gpufleet-payload"] = [
+            f"digest={hashlib.sha256(archive).hexdigest()}",
+            f"link={dest}",
+        ]
+        stamp = f"{spec.env_dir}/etc/gpufleet/installed.txt"
+        constraints = matrix.constraints_file(resolution.tf_version)
+        responses[f"cat {stamp}"] = [
+            f"requirement {spec.tensorflow_package}=={resolution.tf_version}",
+            f"constraints-sha256 {hashlib.sha256(constraints.encode()).hexdigest()}",
+        ]
+        for path in (f"{spec.conda_root}/bin/conda", f"{spec.env_dir}/bin/python"):
+            responses[f"if [ -e {path} ]"] = ["yes"]
+        installer = env_stage.installer_path(spec, self.arch)
+        responses[f"test -e {installer} || test -L"] = [
+            f"-rw-r--r-- 1 root root 1 Jan  1  2026 {installer}"
+        ]
+        responses[f"sha256sum {installer}"] = [f"{spec.miniforge_sha256[self.arch]}  {installer}"]
+        responses[f"test -e {env_stage.INSTALLER_CACHE} || test -L"] = [
+            f"drwxr-xr-x 2 root root 1 Jan  1  2026 {env_stage.INSTALLER_CACHE}"
+        ]
+        return responses
+
+
+def _driver_packages(resolution: matrix.Resolution, nvswitch: bool) -> dict[str, str]:
+    names = list(resolution.driver_packages)
+    if resolution.pinning_package:
+        names.append(resolution.pinning_package)
+    if nvswitch and resolution.fabricmanager_package:
+        names.append(resolution.fabricmanager_package)
+    return {name: f"{resolution.driver_version}-1" for name in names}
+
+
+def _managed_files(
+    fake: FakeGpuHost, spec: NodeSpec, resolution: matrix.Resolution
+) -> dict[str, tuple[str, str]]:
+    """Path -> (content, mode) of every file a completed run leaves."""
+    uri = repo_stage.repo_uri(spec, resolution.repo_distro, resolution.repo_arch)
+    env_file = env_stage.env_file(spec)
+    managed = {
+        repo_stage.SOURCES: (
+            render(
+                "nvidia-cuda.sources.j2",
+                uri=uri,
+                keyring=repo_stage.KEYRING,
+                distro=resolution.repo_distro,
+                arch=resolution.repo_arch,
+            ),
+            "644",
+        ),
+        driver_stage.NOUVEAU_BLACKLIST: (blacklist_text("nouveau"), "644"),
+        driver_stage.DISTRO_DRIVER_BLOCK: (
+            render(
+                "distro-nvidia-driver.pref.j2",
+                origin=driver_stage.ARCHIVE_ORIGINS[fake.os_id],
+            ),
+            "644",
+        ),
+        DRIVER_MARKER: (f"{resolution.driver_branch}\n", "644"),
+        driver_stage.UNATTENDED_UPGRADES: (
+            render("unattended-upgrades-nvidia.conf.j2", prefixes=driver_stage.UPGRADE_BLACKLIST),
+            "644",
+        ),
+        env_file: (render("gpufleet-env.sh.j2", env_dir=spec.env_dir), "644"),
+        f"{spec.env_dir}/etc/conda/activate.d/gpufleet.sh": (
+            render("conda-activate.sh.j2", env_dir=spec.env_dir, env_file=env_file),
+            "644",
+        ),
+        env_stage.WRAPPER: (
+            render("gpufleet-python.j2", env_dir=spec.env_dir, env_file=env_file),
+            "755",
+        ),
+        f"{spec.env_dir}/etc/gpufleet/constraints.txt": (
+            matrix.constraints_file(resolution.tf_version),
+            "644",
+        ),
+    }
+    if resolution.pinning_package is None:
+        managed[driver_stage.PREFERENCES] = (
+            render("nvidia-driver.pref.j2", branch=resolution.driver_branch),
+            "644",
+        )
+    return managed
+
+
+def write_inventory(path: Path, hosts: dict[str, FakeGpuHost]) -> Path:
+    """A pyinfra inventory file with one ``@fake/<name>`` host per entry."""
+    lines = [
+        '"""Generated by tests/unit/fake_fleet.py: @fake GPU hosts."""',
+        "import re  # noqa: F401",
+        "",
+        "fleet = [",
+    ]
+    for name, fake in hosts.items():
+        lines.append(f"    ({f'@fake/{name}'!r}, {fake.data()!r}),")
+    lines.append("]")
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
+def root() -> Path:
+    return Path(__file__).resolve().parents[2]
