@@ -9,6 +9,7 @@ preflight is left untouched and reported failed; the other hosts carry on.
 
 from gpufleet.stages.cuda_stack import cuda_stack
 from gpufleet.stages.driver import driver
+from gpufleet.stages.monitoring import periodic_checks
 from gpufleet.stages.node import node_plan
 from gpufleet.stages.nvidia_repo import nvidia_repo
 from gpufleet.stages.preflight import preflight
@@ -23,3 +24,4 @@ if preflight(plan=plan):
     cuda_stack(plan=plan)
     python_env(plan=plan)
     validation_payload(plan=plan)
+    periodic_checks(plan=plan)  # a no-op with periodic_checks: False

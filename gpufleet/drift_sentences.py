@@ -1,13 +1,12 @@
 """Operation names of a `--dry --json` plan turned into sentences a person reads as drift.
 
-A plan names operations, not findings: "gpufleet driver | hold the driver packages" is listed
-for a host when that operation would change something there, i.e. the packages are not held.
+A plan names operations, not findings: "gpufleet cuda_stack | libnccl2 held" is listed for a
+host when that operation would change something there, i.e. libnccl2 is not held.
 Each rule below says, for one operation name, what the host must look like for it to change.
 Rules match the last ``|`` segment of the name (the operation inside its stage); a name that
 no rule matches is reported as it is, so a new operation never hides.
 
-Example: ``sentence_for("gpufleet driver | hold the driver packages")``
--> ``"NVIDIA driver packages no longer held"``
+Example: ``sentence_for("gpufleet cuda_stack | libnccl2 held")`` -> ``"libnccl2 no longer held"``
 """
 
 from __future__ import annotations
@@ -16,11 +15,13 @@ import re
 from dataclasses import dataclass
 
 from gpufleet.stages.driver import (
+    DISTRO_DRIVER_BLOCK,
     DKMS_MOK,
     NOUVEAU_BLACKLIST,
     PREFERENCES,
     UNATTENDED_UPGRADES,
 )
+from gpufleet.stages.host_probe import DRIVER_MARKER
 from gpufleet.stages.nvidia_repo import APT_PROXY, SOURCES
 
 
@@ -37,11 +38,15 @@ def _rule(pattern: str, sentence: str) -> Rule:
 
 
 # One rule per operation of deploy/gpu_node.py (gpufleet/stages/*.py), in deploy order, then
-# pyinfra's own operations when a deploy leaves them unnamed ("files.file (path=/x)").
+# pyinfra's own operations when a deploy leaves them unnamed ("files.file (path=/x)"). File
+# operations are named "PATH: what it holds"; package holds "PACKAGE held".
 RULES: tuple[Rule, ...] = (
     # nvidia_repo
-    _rule(r"no apt proxy", f"{APT_PROXY} exists though no apt proxy is declared"),
-    _rule(r"apt proxy", f"apt proxy setting in {APT_PROXY} differs"),
+    _rule(
+        rf"{re.escape(APT_PROXY)}: no apt proxy",
+        f"{APT_PROXY} exists though no apt proxy is declared",
+    ),
+    _rule(rf"{re.escape(APT_PROXY)}: apt proxy", f"apt proxy setting in {APT_PROXY} differs"),
     _rule(r"ca-certificates, curl, gnupg", "ca-certificates, curl or gnupg missing"),
     _rule(
         r"no cuda-keyring one-line source",
@@ -53,38 +58,59 @@ RULES: tuple[Rule, ...] = (
     ),
     # driver
     _rule(r"kernel headers and DKMS", "kernel headers for the running kernel or DKMS missing"),
-    _rule(r"DKMS signs modules with the MOK", f"{DKMS_MOK} differs (DKMS module signing)"),
-    _rule(r"nouveau blacklisted.*", f"{NOUVEAU_BLACKLIST} differs (nouveau not blacklisted)"),
+    _rule(rf"{re.escape(DKMS_MOK)}: DKMS signs .*", f"{DKMS_MOK} differs (DKMS module signing)"),
+    _rule(
+        rf"{re.escape(NOUVEAU_BLACKLIST)}: nouveau .*",
+        f"{NOUVEAU_BLACKLIST} differs (nouveau not blacklisted)",
+    ),
+    _rule(
+        rf"{re.escape(DISTRO_DRIVER_BLOCK)}: distro builds .*",
+        f"{DISTRO_DRIVER_BLOCK} missing or differs (the distribution's NVIDIA driver builds "
+        "are not blocked)",
+    ),
     _rule(r"uninstall the runfile driver", "a runfile-installed NVIDIA driver is present"),
     _rule(
         r"remove the previous driver.*",
         "NVIDIA driver packages of another branch (or a foreign driver) are installed",
     ),
     _rule(
-        r"no gpufleet apt preferences.*",
+        rf"{re.escape(PREFERENCES)}: absent .*",
         f"{PREFERENCES} exists though NVIDIA's pinning package locks the branch",
     ),
     _rule(r"lock the branch: NVIDIA's pinning package", "driver pinning package not installed"),
-    _rule(r"lock the branch: apt preferences", f"{PREFERENCES} differs (driver branch lock)"),
+    _rule(
+        rf"{re.escape(PREFERENCES)}: driver branch locked .*",
+        f"{PREFERENCES} differs (driver branch lock)",
+    ),
     _rule(
         r"NVIDIA driver packages of the locked branch",
         "NVIDIA driver packages missing or at another version",
     ),
-    _rule(r"hold the driver packages", "NVIDIA driver packages no longer held"),
-    _rule(r"record the driver branch in (?P<path>\S+)", "{path} differs (recorded driver branch)"),
     _rule(
-        r"unattended-upgrades leaves .*",
+        r"Fabric Manager at the driver's exact version",
+        "Fabric Manager is not at the driver's exact version",
+    ),
+    _rule(r"(?P<package>[a-z0-9][a-z0-9+.-]+) held", "{package} no longer held"),
+    _rule(
+        rf"{re.escape(DRIVER_MARKER)}: driver branch recorded",
+        f"{DRIVER_MARKER} differs (recorded driver branch)",
+    ),
+    _rule(
+        rf"{re.escape(UNATTENDED_UPGRADES)}: unattended-upgrades .*",
         f"{UNATTENDED_UPGRADES} differs (unattended-upgrades may upgrade NVIDIA packages)",
     ),
     _rule(
         r"reboot if the running driver is not the installed one.*",
         "the running driver is not the installed one (reboot pending)",
     ),
+    # services (driver's and monitoring's): enabled, and running/started, apart
+    _rule(r"(?P<unit>\S+) enabled( \(.*\))?", "{unit} not enabled"),
+    _rule(r"(?P<unit>\S+) running( \(.*\))?", "{unit} not running"),
+    _rule(r"(?P<unit>\S+) started", "{unit} not started"),
     # cuda_stack
     _rule(r"system CUDA toolkit", "system CUDA toolkit missing or at another version"),
     _rule(r"cuDNN runtime and dev, pinned", "cuDNN packages missing or at another version"),
     _rule(r"NCCL runtime and dev, pinned", "NCCL packages missing or at another version"),
-    _rule(r"hold cuDNN and NCCL at these versions", "cuDNN or NCCL packages no longer held"),
     # python_env
     _rule(r"(?P<path>/\S+) for the installer", "{path} missing"),
     _rule(r"Miniforge installer \(sha256 checked\)", "Miniforge installer missing or differs"),
@@ -94,27 +120,29 @@ RULES: tuple[Rule, ...] = (
     _rule(r"tool venv for uv", "tool venv for uv missing"),
     _rule(r"uv in the tool venv", "uv missing from the tool venv"),
     _rule(r"virtual environment", "Python virtual environment missing"),
-    _rule(r"CUDA wheel settings.*", "CUDA wheel environment settings differ"),
-    _rule(r"conda activate\.d loads them", "conda activate.d hook differs"),
-    _rule(r"(?P<path>/\S+) wrapper", "{path} differs (Python wrapper)"),
-    _rule(r"pip constraints pinning .*", "pip constraints file differs"),
+    _rule(r"(?P<path>/\S+): CUDA wheel settings.*", "{path} differs (CUDA wheel settings)"),
+    _rule(r"(?P<path>/\S+): conda activate\.d .*", "{path} differs (conda activate.d hook)"),
+    _rule(r"(?P<path>/\S+): gpufleet-python wrapper", "{path} differs (Python wrapper)"),
+    _rule(r"(?P<path>/\S+): pip constraints .*", "{path} differs (pip constraints)"),
     _rule(
         r"pip install TensorFlow.*",
-        "TensorFlow (or a pinned nvidia-* wheel) not installed as declared",
+        "TensorFlow, nvidia-ml-py or a pinned nvidia-* wheel not installed as declared",
     ),
     # validation_payload
-    _rule(r"validation suite, versioned.*", "validation suite missing or differs"),
+    _rule(r"validation suite, versioned.*", "validation payload missing or differs"),
     # monitoring (periodic checks)
-    _rule(r"expectations for the periodic checks in (?P<path>\S+)", "{path} differs"),
+    _rule(
+        r"(?P<path>/\S+): expectations for the periodic checks",
+        "{path} differs (what the periodic checks expect)",
+    ),
     _rule(r"(?P<unit>\S+) \(textfile collector\)", "{unit} not installed"),
     _rule(
-        r"(?P<unit>\S+) reads textfiles from (?P<dir>\S+)",
-        "{unit} textfile collector setting ({dir}) differs",
+        r"(?P<path>/\S+): (?P<unit>\S+) reads textfiles from (?P<dir>\S+)",
+        "{path} differs ({unit} does not read textfiles from {dir})",
     ),
-    _rule(r"(?P<service>\S+) and (?P<timer>\S+) \((?P<when>.*)\)", "{service} or {timer} differs"),
     _rule(
-        r"(?P<unit>\S+) enabled and (running|started)( \(.*\))?",
-        "{unit} not running or not enabled",
+        r"(?P<service>/\S+), (?P<timer>\S+): periodic checks' units",
+        "{service} or {timer} missing or differs (periodic checks)",
     ),
     # pyinfra's operations left unnamed: "module.op (arg=value, ...)"
     _rule(
@@ -129,6 +157,8 @@ RULES: tuple[Rule, ...] = (
         "{unit} not in the declared state",
     ),
     _rule(r"(?:apt|server)\.packages \(packages=(?P<packages>.+)\)", "packages {packages} differ"),
+    # any other file operation named "PATH: what"
+    _rule(r"(?P<path>/\S+): (?P<what>.+)", "{path} missing or differs ({what})"),
 )
 
 # The deploy names operations "deploy name | operation name" (nested deploys add segments).

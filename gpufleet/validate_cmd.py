@@ -27,6 +27,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
+from gpufleet import baseline
 from gpufleet.inventory import InventoryError, InventoryHost, load_hosts
 from gpufleet.report.schema import ResultsSchemaError, new_document, validate_results
 from gpufleet.validate_ssh import close_masters, hostspec_for, ssh_config_text
@@ -84,8 +85,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--payload-dir",
         metavar="DIR",
-        help="directory on the hosts holding the validation package (default: the "
-        "inventory's payload_dir/current; for @local, this checkout)",
+        help="directory on the hosts holding the validation and gpufleet packages (default: "
+        "the inventory's payload_dir/current; for @local, this checkout)",
     )
     parser.add_argument("--parallel", type=int, default=4, metavar="N", help="hosts at once")
     parser.add_argument(
@@ -110,13 +111,17 @@ def expectations_for(
 ) -> dict[str, Any]:
     """The expectations document for one host; raises SpecError for bad inventory data."""
     from gpufleet.spec import NodeSpec
+    from gpufleet.stages.validation_payload import payload_paths
     from validation.expectations import Expectations, spec_data
 
     data = spec_data(host.data)
-    NodeSpec.from_host_data(data)  # refuse bad data here, with the key named, before any SSH
+    spec = NodeSpec.from_host_data(data)  # refuse bad data here, with the key named, before SSH
     if host.is_local:
         python = python or sys.executable
         payload_dir = payload_dir or str(SUITE_DIR.parent)
+    else:
+        # What the validation_payload stage installs: current/{validation,gpufleet}.
+        payload_dir = payload_dir or payload_paths(spec.payload_dir)[1]
     return Expectations(
         host=host.name,
         tier=tier,
@@ -282,6 +287,36 @@ def write_results(runs: Sequence[HostRun], results_dir: Path, run_id: str) -> li
     return paths
 
 
+def baseline_notes(results_dir: Path, documents: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Record each host's baseline (its first passing full run, gpufleet.baseline) and compare
+    the other runs with it: per document, ``{"state", "lines"}`` for the terminal table.
+
+    ``state`` is "new" (this run became the baseline), "regressed", "ok" (compared, nothing
+    regressed), "none" (no baseline yet, or another tier: nothing to compare) or "error".
+    """
+    notes = []
+    for doc in documents:
+        try:
+            if baseline.record_run(results_dir, doc) is not None:
+                notes.append({"state": "new", "lines": [f"run {doc['run_id']} is the baseline"]})
+                continue
+            base = baseline.load_baseline(baseline.baseline_path(results_dir, doc["host"]))
+        except baseline.BaselineError as exc:
+            notes.append({"state": "error", "lines": [str(exc)]})
+            continue
+        if base is None or base.get("tier") != doc.get("tier") or doc["status"] == "error":
+            notes.append({"state": "none", "lines": []})
+            continue
+        regressions = baseline.compare(base, doc)
+        notes.append(
+            {
+                "state": "regressed" if regressions else "ok",
+                "lines": [r.message for r in regressions],
+            }
+        )
+    return notes
+
+
 def exit_status(documents: Sequence[dict[str, Any]]) -> int:
     """2 if any host could not be validated, else 1 if any failed, else 0."""
     if any(doc["status"] == "error" for doc in documents):
@@ -359,7 +394,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     junit = args.junit_xml or args.results_dir / "junit" / f"{run_id}.xml"
     merge_junit(runs, junit)
     documents = [run.document for run in runs if run.document is not None]
-    print_report([{**doc, "_path": str(path)} for doc, path in zip(documents, paths, strict=True)])
+    notes = baseline_notes(args.results_dir, documents)
+    print_report(
+        [
+            {**doc, "_path": str(path), "_baseline": note}
+            for doc, path, note in zip(documents, paths, notes, strict=True)
+        ]
+    )
     print(f"results: {args.results_dir}/*/{run_id}.json  junit: {junit}")
     shutil.rmtree(workdir, ignore_errors=True)
     return exit_status(documents)

@@ -39,12 +39,12 @@ def workload_command(
 ) -> str:
     """The shell command that runs one workload and prints only its JSON document.
 
-    ``payload_dir`` is either the `validation` package itself (what the validation_payload
-    stage installs at ``<payload_dir>/current``) or a directory holding it (a checkout); for
-    the former, a temporary directory with a ``validation`` link makes it importable.
+    ``payload_dir`` holds the ``validation`` and ``gpufleet`` packages: the host's
+    ``<payload_dir>/current`` (what the validation_payload stage installs) or a checkout; the
+    workload runs there with ``PYTHONPATH`` at it.
 
-    Example: ``workload_command("xla", python="/opt/env/bin/python", payload_dir="/opt/v",
-    quick=True, thresholds={}, timeout_s=300)``
+    Example: ``workload_command("xla", python="/opt/env/bin/python",
+    payload_dir="/opt/gpufleet/validation/current", quick=True, thresholds={}, timeout_s=300)``
     """
     payload = shlex.quote(payload_dir)
     args = [shlex.quote(python), "-m", f"validation.workloads.{name}", "--json", '"$f"']
@@ -53,11 +53,9 @@ def workload_command(
     if thresholds:
         args += ["--thresholds", shlex.quote(json.dumps(thresholds))]
     return (
-        f"f=$(mktemp) && t=$(mktemp -d) && if [ -f {payload}/validation/__init__.py ]; "
-        f'then root={payload}; else ln -s {payload} "$t/validation" && root="$t"; fi && '
-        f'cd "$root" && PYTHONPATH="$root" TF_CPP_MIN_LOG_LEVEL=2 '
+        f"f=$(mktemp) && cd {payload} && PYTHONPATH={payload} TF_CPP_MIN_LOG_LEVEL=2 "
         f"timeout {timeout_s} {' '.join(args)} >/dev/null; rc=$?; "
-        'cat "$f" 2>/dev/null; rm -rf "$f" "$t"; exit $rc'
+        'cat "$f" 2>/dev/null; rm -f "$f"; exit $rc'
     )
 
 

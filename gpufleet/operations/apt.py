@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Collection
 
 from pyinfra import host
 from pyinfra.api import OperationError, QuoteString, StringCommand, operation
@@ -10,7 +11,6 @@ from pyinfra.facts.deb import DebPackages
 
 from gpufleet.operations.probes import (
     FileDigest,
-    HeldPackages,
     KeyringFingerprints,
     planning_fact,
 )
@@ -179,28 +179,29 @@ def remove(packages: list[str], purge: bool = True):
 
 
 @operation()
-def hold(packages: list[str], held: bool = True):
+def held(package: str, on_hold: Collection[str], hold: bool = True):
     """
-    Hold packages (``apt-mark hold``) so ``apt upgrade`` leaves them, or release them.
+    Hold one package (``apt-mark hold``) so ``apt upgrade`` leaves it, or release it. One
+    operation per package, named after it, so a plan says which one is no longer held.
 
-    + packages: package names (``name=version`` specs are accepted; the version is ignored)
-    + held: ``False`` releases the hold
+    + package: package name (a ``name=version`` spec is accepted; the version is ignored)
+    + on_hold: the packages on hold now, read once per host before planning (gpufleet's
+      ``HostProbe``: ``HostState.held``), so a dozen of these cost no round trip of their own
+    + hold: ``False`` releases the hold
 
     **Example:**
 
     .. code:: python
 
-        hold(packages=["libcudnn9-cuda-12", "libnccl2"])
+        held(name="libnccl2 held", package="libnccl2", on_hold=plan.state.held)
     """
-    names = sorted({package.split("=", 1)[0] for package in packages})
-    current = set(planning_fact(host, HeldPackages))
-    todo = [name for name in names if (name in current) != held]
-    if not todo:
-        host.noop(f"{', '.join(names) or 'no packages'} already {'held' if held else 'unheld'}")
+    name = package.split("=", 1)[0]
+    if not name:
+        raise OperationError(f"held: {package!r} names no package")
+    if (name in on_hold) == hold:
+        host.noop(f"{name} already {'held' if hold else 'not held'}")
         return
-    yield StringCommand(
-        "apt-mark", "hold" if held else "unhold", *[QuoteString(name) for name in todo]
-    )
+    yield StringCommand("apt-mark", "hold" if hold else "unhold", QuoteString(name))
 
 
 def upstream_version(version: str) -> str:

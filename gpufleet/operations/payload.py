@@ -5,7 +5,9 @@ from __future__ import annotations
 import gzip
 import hashlib
 import io
+import posixpath
 import tarfile
+from collections.abc import Mapping
 from pathlib import Path
 
 from pyinfra import host
@@ -16,44 +18,66 @@ from gpufleet.operations.probes import PayloadState
 _SKIP = ("__pycache__", ".pytest_cache")
 
 
-def make_archive(source: Path) -> bytes:
-    """A reproducible .tar.gz of ``source`` (sorted, zeroed times and owners, no caches)."""
+def make_archive(source: Path | Mapping[str, Path]) -> bytes:
+    """A reproducible .tar.gz (sorted, zeroed times and owners, no caches).
+
+    ``source`` is one folder (its contents at the archive's top) or folders by the name they
+    get in the archive: ``make_archive({"validation": Path("validation")})``.
+    """
+    trees = {"": source} if isinstance(source, Path) else dict(source)
     buffer = io.BytesIO()
     with (
         gzip.GzipFile(fileobj=buffer, mode="wb", mtime=0) as gz,
         tarfile.open(fileobj=gz, mode="w", format=tarfile.PAX_FORMAT) as tar,
     ):
-        for path in sorted(source.rglob("*")):
-            relative = path.relative_to(source)
-            if any(part in _SKIP for part in relative.parts) or path.suffix == ".pyc":
-                continue
-            info = tar.gettarinfo(str(path), arcname=str(relative))
-            info.mtime, info.uid, info.gid, info.uname, info.gname = 0, 0, 0, "root", "root"
-            info.mode = 0o755 if path.is_dir() or info.mode & 0o100 else 0o644
-            if path.is_file():
-                with path.open("rb") as handle:
-                    tar.addfile(info, handle)
-            elif path.is_dir():
-                tar.addfile(info)
+        for prefix, tree in sorted(trees.items()):
+            if prefix:
+                _add(tar, tree, prefix)
+            for path in sorted(tree.rglob("*")):
+                relative = path.relative_to(tree)
+                if any(part in _SKIP for part in relative.parts) or path.suffix == ".pyc":
+                    continue
+                _add(tar, path, posixpath.join(prefix, relative.as_posix()))
     return buffer.getvalue()
+
+
+def _add(tar: tarfile.TarFile, path: Path, arcname: str) -> None:
+    info = tar.gettarinfo(str(path), arcname=arcname)
+    info.mtime, info.uid, info.gid, info.uname, info.gname = 0, 0, 0, "root", "root"
+    info.mode = 0o755 if path.is_dir() or info.mode & 0o100 else 0o644
+    if path.is_file():
+        with path.open("rb") as handle:
+            tar.addfile(info, handle)
+    elif path.is_dir():
+        tar.addfile(info)
+
+
+def link_target(dest_dir: str, current_link: str) -> str:
+    """What ``current_link`` holds: relative (``0.1.0``) when it sits beside ``dest_dir``, so
+    the tree can be moved or mounted elsewhere whole; otherwise ``dest_dir`` itself."""
+    dest_dir, current_link = dest_dir.rstrip("/"), current_link.rstrip("/")
+    if posixpath.dirname(dest_dir) == posixpath.dirname(current_link):
+        return posixpath.basename(dest_dir)
+    return dest_dir
 
 
 @operation()
 def directory(archive: bytes, dest_dir: str, current_link: str | None = None):
     """
     Unpack ``archive`` (a .tar.gz) into ``dest_dir``, replacing what was there, and point
-    ``current_link`` at it; nothing happens when the installed copy has the same digest.
+    ``current_link`` at it (relative when beside it: ``current -> 0.1.0``); nothing happens
+    when the installed copy has the same digest and the link points there.
 
     + archive: the .tar.gz bytes (see ``make_archive``)
     + dest_dir: e.g. ``/opt/gpufleet/validation/0.1.0``
-    + current_link: e.g. ``/opt/gpufleet/validation/current``
+    + current_link: e.g. ``/opt/gpufleet/validation/current`` (-> ``0.1.0``)
 
     **Example:**
 
     .. code:: python
 
         directory(
-            archive=make_archive(Path(validation.__file__).parent),
+            archive=make_archive({"validation": Path(validation.__file__).parent}),
             dest_dir="/opt/gpufleet/validation/0.1.0",
             current_link="/opt/gpufleet/validation/current",
         )
@@ -62,7 +86,8 @@ def directory(archive: bytes, dest_dir: str, current_link: str | None = None):
         raise OperationError(f"directory: refusing dest_dir {dest_dir!r}")
     digest = hashlib.sha256(archive).hexdigest()
     current = host.get_fact(PayloadState, dest_dir=dest_dir, link=current_link or "")
-    link_ok = current_link is None or current["link"] == dest_dir
+    target = link_target(dest_dir, current_link) if current_link is not None else None
+    link_ok = target is None or current["link"] == target
     if current["digest"] == digest and link_ok:
         host.noop(f"{dest_dir} is up to date")
         return
@@ -91,5 +116,5 @@ def directory(archive: bytes, dest_dir: str, current_link: str | None = None):
             "&& rm -f",
             QuoteString(temp),
         )
-    if current_link is not None and current["link"] != dest_dir:
-        yield StringCommand("ln -sfn", QuoteString(dest_dir), QuoteString(current_link))
+    if current_link is not None and target is not None and current["link"] != target:
+        yield StringCommand("ln -sfn", QuoteString(target), QuoteString(current_link))

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from typing import Any, TypeVar
-from weakref import WeakKeyDictionary
 
 from pyinfra import state
 from pyinfra.api import FactBase, QuoteString, StringCommand
@@ -12,9 +11,10 @@ from typing_extensions import override
 
 T = TypeVar("T")
 
-# Facts read while planning, per host: nothing runs before execution, so while planning a
-# fact's answer cannot change and several operations can share one round trip.
-_PLANNING_FACTS: WeakKeyDictionary[Host, dict[tuple, Any]] = WeakKeyDictionary()
+# Facts read while planning, kept on the host object itself: nothing runs before execution, so
+# while planning a fact's answer cannot change and several operations can share one round trip.
+# (On the object, not in a dict keyed by it: a new host can never see another's answers.)
+_PLANNING_FACTS = "_gpufleet_planning_facts"
 
 
 def planning_fact(host: Host, fact: type[FactBase[T]], **kwargs: Any) -> T:
@@ -24,7 +24,11 @@ def planning_fact(host: Host, fact: type[FactBase[T]], **kwargs: Any) -> T:
     """
     if state.is_executing:
         return host.get_fact(fact, **kwargs)
-    memo = _PLANNING_FACTS.setdefault(host, {})
+    # pyinfra's ``host`` is a context proxy (hashing as whichever host is current): keep the
+    # memo on the host it stands for.
+    unwrap = getattr(type(host), "_get_module", None)
+    real = unwrap(host) if unwrap else host
+    memo: dict[tuple, Any] = vars(real).setdefault(_PLANNING_FACTS, {})
     key = (fact, tuple(sorted(kwargs.items())))
     if key not in memo:
         memo[key] = host.get_fact(fact, **kwargs)

@@ -106,8 +106,11 @@ def venv(env_dir: str, python: str = "python3", uv: str | None = None, python_ve
         yield StringCommand(QuoteString(python), "-m venv", QuoteString(env_dir))
 
 
-def _stamp_lines(requirement: str, constraints_sha256: str) -> list[str]:
-    return [f"requirement {requirement}", f"constraints-sha256 {constraints_sha256}"]
+def _stamp_lines(
+    requirement: str, constraints_sha256: str, also: list[str] | None = None
+) -> list[str]:
+    lines = [f"requirement {requirement}", f"constraints-sha256 {constraints_sha256}"]
+    return lines + [f"also {extra}" for extra in also or ()]
 
 
 @operation()
@@ -122,6 +125,7 @@ def pip_install_checked(
     index_url: str | HiddenValue | None = None,
     trusted_host: str | None = None,
     require_cuda_build: bool = True,
+    also: list[str] | None = None,
 ):
     """
     ``pip install`` TensorFlow under a constraints file, check the environment imports it (and
@@ -138,6 +142,8 @@ def pip_install_checked(
     + index_url: pip index (mirror), may be a ``HiddenValue`` carrying credentials
     + trusted_host: host pip may reach without TLS verification
     + require_cuda_build: fail unless ``tf.test.is_built_with_cuda()``
+    + also: more requirements installed beside it (PEP 508, markers allowed), e.g.
+      ``["nvidia-ml-py==13.590.48", "tomli==2.5.0; python_version < '3.11'"]``
 
     **Example:**
 
@@ -153,7 +159,7 @@ def pip_install_checked(
             check_python="/usr/local/bin/gpufleet-python",
         )
     """
-    wanted = _stamp_lines(requirement, constraints_sha256)
+    wanted = _stamp_lines(requirement, constraints_sha256, also)
     if host.get_fact(FileContents, path=stamp) == wanted:
         host.noop(f"{requirement} is installed and checked")
         return
@@ -168,6 +174,7 @@ def pip_install_checked(
         QuoteString(constraints),
         *index_args,
         QuoteString(requirement),
+        *[QuoteString(extra) for extra in also or ()],
     )
     yield StringCommand(
         QuoteString(check_python),

@@ -16,6 +16,8 @@ STATUS_STYLES = {
     "skipped": "dim",
     "inconclusive": "yellow",
 }
+# A run against its host's baseline (gpufleet.baseline), as `gpufleet validate` notes it.
+BASELINE_STYLES = {"new": "cyan", "ok": "green", "regressed": "yellow", "error": "magenta"}
 # At most this many figures per check in the table; the results JSON keeps them all.
 MAX_FIGURES = 4
 
@@ -65,7 +67,20 @@ def host_table(doc: Mapping[str, Any]) -> Table:
         )
     if doc.get("run_error"):
         table.add_row(Text("error", style=STATUS_STYLES["error"]), "run", doc["run_error"], "")
+    note = doc.get("_baseline") or {}
+    for line in note.get("lines", ()):
+        state = note.get("state", "")
+        table.add_row(Text(state, style=BASELINE_STYLES.get(state, "")), "baseline", line, "")
     return table
+
+
+def baseline_cell(note: Mapping[str, Any] | None) -> Text:
+    """The fleet table's baseline column: ``new``, ``ok``, ``2 regressed``, ``-``."""
+    if not note or note.get("state") in (None, "none"):
+        return Text("-", style="dim")
+    state = note["state"]
+    label = f"{len(note.get('lines', ()))} regressed" if state == "regressed" else state
+    return Text(label, style=BASELINE_STYLES.get(state, ""))
 
 
 def fleet_table(docs: Sequence[Mapping[str, Any]]) -> Table:
@@ -75,6 +90,9 @@ def fleet_table(docs: Sequence[Mapping[str, Any]]) -> Table:
     table.add_column("status", no_wrap=True)
     for status in ("pass", "fail", "error", "inconclusive", "skipped"):
         table.add_column(status, justify="right")
+    with_baseline = any("_baseline" in doc for doc in docs)
+    if with_baseline:
+        table.add_column("baseline", no_wrap=True)
     table.add_column("results", overflow="fold")
     for doc in docs:
         summary = doc.get("summary", {})
@@ -82,6 +100,7 @@ def fleet_table(docs: Sequence[Mapping[str, Any]]) -> Table:
             doc["host"],
             Text(doc["status"], style=STATUS_STYLES.get(doc["status"], "")),
             *(str(summary.get(s, 0)) for s in ("pass", "fail", "error", "inconclusive", "skipped")),
+            *([baseline_cell(doc.get("_baseline"))] if with_baseline else []),
             str(doc.get("_path", "")),
         )
     return table

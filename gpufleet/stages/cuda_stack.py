@@ -5,6 +5,7 @@ from __future__ import annotations
 from pyinfra.api import deploy
 
 from gpufleet.operations import apt as gpufleet_apt
+from gpufleet.stages import op_keys
 from gpufleet.stages.node import NodePlan, node_plan
 
 
@@ -41,8 +42,6 @@ def cuda_stack(plan: NodePlan | None = None):
             allow_change=True,
         )
         held += resolution.nccl_packages
-    if held:
-        gpufleet_apt.hold(
-            name="hold cuDNN and NCCL at these versions",
-            packages=held,
-        )
+    on_hold = sorted(plan.state.held)  # read by the probe: no round trip per package
+    for package in op_keys.each(p.split("=", 1)[0] for p in held):
+        gpufleet_apt.held(name=f"{package} held", package=package, on_hold=on_hold)

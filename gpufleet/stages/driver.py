@@ -11,6 +11,7 @@ from gpufleet.apt_names import fabricmanager_package_name
 from gpufleet.operations import apt as gpufleet_apt
 from gpufleet.operations import files as gpufleet_files
 from gpufleet.operations import kernel
+from gpufleet.stages import op_keys
 from gpufleet.stages.host_probe import DRIVER_MARKER, branch_of_package_version
 from gpufleet.stages.node import NodePlan, node_plan
 from gpufleet.stages.preflight import foreign_driver
@@ -80,17 +81,18 @@ def driver(plan: NodePlan | None = None):
     )
     if spec.secure_boot_plan == "mok":
         gpufleet_files.content(
-            name="DKMS signs modules with the MOK",
+            name=f"{DKMS_MOK}: DKMS signs modules with the MOK",
             path=DKMS_MOK,
             text=render("dkms-mok.conf.j2", key=spec.mok_key_path, cert=spec.mok_cert_path),
         )
     kernel.blacklist_module(
-        name="nouveau blacklisted (initramfs rebuilt on change)",
+        name=f"{NOUVEAU_BLACKLIST}: nouveau blacklisted (initramfs rebuilt on change)",
         module="nouveau",
         path=NOUVEAU_BLACKLIST,
     )
     gpufleet_files.content(
-        name="distro builds of the NVIDIA driver blocked (NVIDIA's repository only)",
+        name=f"{DISTRO_DRIVER_BLOCK}: distro builds of the NVIDIA driver blocked "
+        "(NVIDIA's repository only)",
         path=DISTRO_DRIVER_BLOCK,
         text=render("distro-nvidia-driver.pref.j2", origin=ARCHIVE_ORIGINS[host_state.os_id]),
     )
@@ -117,17 +119,16 @@ def driver(plan: NodePlan | None = None):
             reference=packages[0],
         )
     if resolution.pinning_package is None:
-        gpufleet_apt.hold(
-            name="hold the driver packages",
-            packages=packages,
-        )
+        on_hold = sorted(host_state.held)  # read by the probe: no round trip per package
+        for package in op_keys.each(p.split("=", 1)[0] for p in packages):
+            gpufleet_apt.held(name=f"{package} held", package=package, on_hold=on_hold)
     gpufleet_files.content(
-        name=f"record the driver branch in {DRIVER_MARKER}",
+        name=f"{DRIVER_MARKER}: driver branch recorded",
         path=DRIVER_MARKER,
         text=f"{branch}\n",
     )
     gpufleet_files.content(
-        name="unattended-upgrades leaves NVIDIA, CUDA, cuDNN, NCCL alone",
+        name=f"{UNATTENDED_UPGRADES}: unattended-upgrades leaves NVIDIA, CUDA, cuDNN, NCCL alone",
         path=UNATTENDED_UPGRADES,
         text=render("unattended-upgrades-nvidia.conf.j2", prefixes=UPGRADE_BLACKLIST),
     )
@@ -141,19 +142,16 @@ def driver(plan: NodePlan | None = None):
     # running) means the new driver cannot load yet: enable the services, start them at boot.
     start = not (spec.reboot == "never" and _reboot_predicted(plan))
     if spec.persistenced:  # hosts without GPUs set persistenced: False (it has none to keep)
-        systemd.service(
-            name="nvidia-persistenced enabled and running",
-            service="nvidia-persistenced",
-            running=start or None,
-            enabled=True,
-        )
+        _service("nvidia-persistenced", start=start)
     if fabric_manager:
-        systemd.service(
-            name="nvidia-fabricmanager enabled and running (NVSwitch)",
-            service="nvidia-fabricmanager",
-            running=start or None,
-            enabled=True,
-        )
+        _service("nvidia-fabricmanager", start=start, why=" (NVSwitch)")
+
+
+def _service(unit: str, *, start: bool, why: str = "") -> None:
+    """Enabled and running as two operations, so a plan tells which of the two is missing."""
+    systemd.service(name=f"{unit} enabled{why}", service=unit, running=None, enabled=True)
+    if start:
+        systemd.service(name=f"{unit} running{why}", service=unit, running=True)
 
 
 def _reboot_predicted(plan: NodePlan) -> bool:
@@ -191,7 +189,7 @@ def _lock_branch(plan: NodePlan) -> None:
     branch = resolution.driver_branch
     if resolution.pinning_package:
         gpufleet_files.content(
-            name="no gpufleet apt preferences (pinning package locks)",
+            name=f"{PREFERENCES}: absent (NVIDIA's pinning package locks the branch)",
             path=PREFERENCES,
             text="",
             present=False,
@@ -203,7 +201,7 @@ def _lock_branch(plan: NodePlan) -> None:
         )
         return
     gpufleet_files.content(
-        name="lock the branch: apt preferences",
+        name=f"{PREFERENCES}: driver branch locked by apt preferences",
         path=PREFERENCES,
         text=render("nvidia-driver.pref.j2", branch=branch),
     )

@@ -51,6 +51,7 @@ echo '{s}nouveau'; [ -d /sys/module/nouveau ] && echo loaded
 echo '{s}runfile'; [ -e /usr/bin/nvidia-uninstall ] && echo /usr/bin/nvidia-uninstall
 echo '{s}packages'
 dpkg-query -W -f='${{db:Status-Abbrev}} ${{Package}} ${{Version}}\\n' {patterns} 2>/dev/null
+echo '{s}held'; apt-mark showhold 2>/dev/null
 echo '{s}marker'; cat {marker} 2>/dev/null
 echo '{s}gpu_processes'
 if [ -d /sys/module/nvidia ] && command -v nvidia-smi >/dev/null 2>&1; then
@@ -98,6 +99,7 @@ class HostState:
     nouveau_loaded: bool = False
     runfile_uninstaller: str | None = None
     packages: dict[str, str] = field(default_factory=dict, hash=False)
+    held: tuple[str, ...] = ()  # packages on hold (apt-mark showhold), sorted
     marker_branch: int | None = None
     gpu_processes: tuple[str, ...] = ()
     free_disk_kib: int | None = None
@@ -145,7 +147,8 @@ def branch_of_package_version(version: str) -> int | None:
 class HostProbe(FactBase[HostState]):
     """
     Reads OS, architecture, kernel, NVIDIA PCI functions, Secure Boot, the loaded and installed
-    driver, installed driver packages, GPU processes, free disk and the environment's presence.
+    driver, installed driver packages, packages on hold, GPU processes, free disk and the
+    environment's presence.
 
     .. code:: python
 
@@ -203,6 +206,7 @@ def parse_probe(lines: list[str]) -> HostState:
         nouveau_loaded=first("nouveau") == "loaded",
         runfile_uninstaller=first("runfile"),
         packages=_parse_packages(sections.get("packages", [])),
+        held=tuple(sorted(set(sections.get("held", [])))),
         marker_branch=int(marker) if marker and marker.isdigit() else None,
         gpu_processes=tuple(sections.get("gpu_processes", [])),
         free_disk_kib=_parse_df(first("disk")),

@@ -17,8 +17,10 @@ from gpufleet.operations import apt as gpufleet_apt
 from gpufleet.operations import files as gpufleet_files
 from gpufleet.operations.probes import FileDigest
 from gpufleet.spec import NodeSpec
+from gpufleet.stages import op_keys
 from gpufleet.stages.node import NodePlan, node_plan
 from gpufleet.stages.python_env import WRAPPER
+from gpufleet.stages.validation_payload import payload_paths
 from gpufleet.templates import render
 
 SERVICE = "gpufleet-periodic.service"
@@ -85,7 +87,7 @@ def exec_start(spec: NodeSpec, *, textfile: bool) -> str:
 
 def unit_texts(spec: NodeSpec, *, textfile: bool) -> dict[str, str | None]:
     """The service and timer files, by path on the host."""
-    payload_dir = f"{spec.payload_dir.rstrip('/')}/current"
+    _, payload_dir = payload_paths(spec.payload_dir)  # holds validation/ and gpufleet/
     return {
         f"{UNIT_DIR}/{SERVICE}": render(
             "periodic/gpufleet-periodic.service.j2",
@@ -172,7 +174,7 @@ def periodic_checks(plan: NodePlan | None = None):
         host.noop("periodic checks off (periodic_checks: False)")
         return
     gpufleet_files.content(
-        name=f"expectations for the periodic checks in {EXPECTATIONS}",
+        name=f"{EXPECTATIONS}: expectations for the periodic checks",
         path=EXPECTATIONS,
         text=expectations_text(host.name, spec),
     )
@@ -184,36 +186,34 @@ def periodic_checks(plan: NodePlan | None = None):
         )
         dropin = spec.textfile_dir.rstrip("/") != NODE_EXPORTER_TEXTFILE_DIR
         flag = f"--collector.textfile.directory={spec.textfile_dir}"
-        unit_files(
-            name=f"{NODE_EXPORTER} reads textfiles from {spec.textfile_dir}",
-            units={
-                NODE_EXPORTER_DROPIN: render(
-                    "periodic/node-exporter-textfile.conf.j2",
-                    textfile_dir=spec.textfile_dir,
-                    textfile_flag=systemd_quote(flag),
-                )
-                if dropin
-                else None
-            },
-            restart=[f"{NODE_EXPORTER}.service"],
-        )
-        systemd.service(
-            name=f"{NODE_EXPORTER} enabled and running",
-            service=f"{NODE_EXPORTER}.service",
-            running=True,
-            enabled=True,
-        )
+        with op_keys.keyed(spec.textfile_dir):  # the name differs between hosts
+            unit_files(
+                name=f"{NODE_EXPORTER_DROPIN}: {NODE_EXPORTER} reads textfiles from "
+                f"{spec.textfile_dir}",
+                units={
+                    NODE_EXPORTER_DROPIN: render(
+                        "periodic/node-exporter-textfile.conf.j2",
+                        textfile_dir=spec.textfile_dir,
+                        textfile_flag=systemd_quote(flag),
+                    )
+                    if dropin
+                    else None
+                },
+                restart=[f"{NODE_EXPORTER}.service"],
+            )
+        _enabled_and(f"{NODE_EXPORTER}.service", "running")
     unit_files(
-        name=f"{SERVICE} and {TIMER} ({spec.periodic_schedule})",
+        name=f"{UNIT_DIR}/{SERVICE}, {TIMER}: periodic checks' units",
         units=unit_texts(spec, textfile=spec.node_exporter),
         restart=[TIMER],
     )
-    systemd.service(
-        name=f"{TIMER} enabled and started",
-        service=TIMER,
-        running=True,
-        enabled=True,
-    )
+    _enabled_and(TIMER, "started")
+
+
+def _enabled_and(unit: str, running: str) -> None:
+    """Enabled, and running, as two operations, so a plan tells which of the two is missing."""
+    systemd.service(name=f"{unit} enabled", service=unit, running=None, enabled=True)
+    systemd.service(name=f"{unit} {running}", service=unit, running=True)
 
 
 @deploy("gpufleet baseline")

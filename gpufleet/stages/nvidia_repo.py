@@ -81,11 +81,15 @@ def apt_proxy(spec: NodeSpec) -> None:
     """The apt proxy file; a proxy with credentials is written as a ``HiddenValue``, mode 600."""
     proxy = spec.apt_proxy_hidden
     if proxy is None:
-        gpufleet_files.content(name="no apt proxy", path=APT_PROXY, text="", present=False)
+        gpufleet_files.content(
+            name=f"{APT_PROXY}: no apt proxy", path=APT_PROXY, text="", present=False
+        )
         return
     if isinstance(proxy, HiddenValue):
         text = render("apt-proxy.conf.j2", proxy=proxy.unmask())
-        gpufleet_files.content(name="apt proxy", path=APT_PROXY, text=HiddenValue(text), mode="600")
+        gpufleet_files.content(
+            name=f"{APT_PROXY}: apt proxy", path=APT_PROXY, text=HiddenValue(text), mode="600"
+        )
     else:
         text = render("apt-proxy.conf.j2", proxy=proxy)
-        gpufleet_files.content(name="apt proxy", path=APT_PROXY, text=text)
+        gpufleet_files.content(name=f"{APT_PROXY}: apt proxy", path=APT_PROXY, text=text)

@@ -12,12 +12,18 @@ from gpufleet.operations import apt as gpufleet_apt
 from gpufleet.operations import files as gpufleet_files
 from gpufleet.operations import python
 from gpufleet.spec import NodeSpec
+from gpufleet.stages import op_keys
 from gpufleet.stages.node import NodePlan, node_plan
 from gpufleet.stages.nvidia_repo import download_env
 from gpufleet.templates import render
 
 WRAPPER = "/usr/local/bin/gpufleet-python"
 INSTALLER_CACHE = "/var/cache/gpufleet"
+# What gpufleet's own code run on the host needs in the environment besides TensorFlow: NVML
+# for the workloads' utilization sampler (validation/nvml_sampler.py) and, before Python 3.11's
+# tomllib, tomli for validation/thresholds.py. The same pins as pyproject.toml's dependencies
+# (tests/unit/test_stages_files.py checks); pip skips tomli where the marker says so.
+HOST_REQUIREMENTS = ("nvidia-ml-py==13.590.48", "tomli==2.5.0; python_version < '3.11'")
 
 
 def env_file(spec: NodeSpec) -> str:
@@ -44,19 +50,23 @@ def python_env(plan: NodePlan | None = None):
         _venv(plan)
 
     settings = render("gpufleet-env.sh.j2", env_dir=spec.env_dir)
-    gpufleet_files.content(
-        name="CUDA wheel settings (LD_LIBRARY_PATH, XLA_FLAGS, ptxas, TF_FORCE_GPU_ALLOW_GROWTH)",
-        path=env_file(spec),
-        text=settings,
-    )
-    if spec.python_env == "conda":
+    with op_keys.keyed(env_file(spec)):  # the path differs between conda and venv hosts
         gpufleet_files.content(
-            name="conda activate.d loads them",
-            path=f"{spec.env_dir}/etc/conda/activate.d/gpufleet.sh",
-            text=render("conda-activate.sh.j2", env_dir=spec.env_dir, env_file=env_file(spec)),
+            name=f"{env_file(spec)}: CUDA wheel settings "
+            "(LD_LIBRARY_PATH, XLA_FLAGS, ptxas, TF_FORCE_GPU_ALLOW_GROWTH)",
+            path=env_file(spec),
+            text=settings,
         )
+    if spec.python_env == "conda":
+        activate = f"{spec.env_dir}/etc/conda/activate.d/gpufleet.sh"
+        with op_keys.keyed(activate):
+            gpufleet_files.content(
+                name=f"{activate}: conda activate.d loads them",
+                path=activate,
+                text=render("conda-activate.sh.j2", env_dir=spec.env_dir, env_file=env_file(spec)),
+            )
     gpufleet_files.content(
-        name=f"{WRAPPER} wrapper",
+        name=f"{WRAPPER}: gpufleet-python wrapper",
         path=WRAPPER,
         text=render("gpufleet-python.j2", env_dir=spec.env_dir, env_file=env_file(spec)),
         mode="755",
@@ -64,14 +74,16 @@ def python_env(plan: NodePlan | None = None):
 
     constraints = matrix.constraints_file(resolution.tf_version)
     constraints_path = f"{spec.env_dir}/etc/gpufleet/constraints.txt"
-    gpufleet_files.content(
-        name="pip constraints pinning every nvidia-* wheel",
-        path=constraints_path,
-        text=constraints,
-    )
+    with op_keys.keyed(constraints_path):
+        gpufleet_files.content(
+            name=f"{constraints_path}: pip constraints pinning every nvidia-* wheel",
+            path=constraints_path,
+            text=constraints,
+        )
     requirement = f"{spec.tensorflow_package}=={resolution.tf_version}"
     python.pip_install_checked(
         name="pip install TensorFlow under the constraints, check it imports",
+        also=list(HOST_REQUIREMENTS),
         python=spec.python_bin,
         requirement=requirement,
         tf_version=resolution.tf_version,

@@ -1,4 +1,13 @@
-"""The validation workloads, copied to a versioned directory on the host with a ``current`` link."""
+"""The payload (validation suite and gpufleet itself), versioned on the host, with ``current``.
+
+Layout on the host, the one the periodic unit, ``gpufleet validate`` and the workloads use::
+
+    <payload_dir>/<gpufleet version>/validation/   the validation suite
+    <payload_dir>/<gpufleet version>/gpufleet/     gpufleet's package (health, parsers, report)
+    <payload_dir>/current -> <gpufleet version>
+
+and code runs there with ``cd <payload_dir>/current && PYTHONPATH=<payload_dir>/current``.
+"""
 
 from __future__ import annotations
 
@@ -12,40 +21,58 @@ import gpufleet
 from gpufleet.operations import payload
 from gpufleet.stages.node import NodePlan, node_plan
 
+# The packages shipped, by the name they are imported as on the host.
+PACKAGES = ("validation", "gpufleet")
 
-def validation_source() -> Path:
-    """The ``validation`` package's folder (a checkout's or an installed one's), absolute."""
-    found = importlib.util.find_spec("validation")
+
+def package_source(name: str) -> Path:
+    """A package's folder (a checkout's or an installed one's), absolute."""
+    found = importlib.util.find_spec(name)
     if found is None or not found.submodule_search_locations:
         raise DeployError(
-            "the 'validation' package is not importable; install gpufleet (pip install -e .) "
+            f"the {name!r} package is not importable; install gpufleet (pip install -e .) "
             "or run from the repository root"
         )
     return Path(next(iter(found.submodule_search_locations))).resolve()
 
 
+def payload_sources() -> dict[str, Path]:
+    """Every shipped package's folder, by its name in the payload."""
+    return {name: package_source(name) for name in PACKAGES}
+
+
+def payload_paths(payload_dir: str) -> tuple[str, str]:
+    """(versioned directory, ``current`` link) under ``payload_dir``.
+
+    Example: ``payload_paths("/opt/gpufleet/validation")``
+    -> ``("/opt/gpufleet/validation/0.1.0", "/opt/gpufleet/validation/current")``
+    """
+    root = payload_dir.rstrip("/")
+    return f"{root}/{gpufleet.__version__}", f"{root}/current"
+
+
 @lru_cache(maxsize=4)
-def _archive(source: Path) -> bytes:
-    # Built once per run and shared by every host.
-    return payload.make_archive(source)
+def payload_archive(sources: tuple[tuple[str, Path], ...] | None = None) -> bytes:
+    """The payload's .tar.gz, built once per run and shared by every host."""
+    return payload.make_archive(dict(sources) if sources else payload_sources())
 
 
 @deploy("gpufleet validation_payload")
-def validation_payload(plan: NodePlan | None = None, source: Path | None = None):
+def validation_payload(plan: NodePlan | None = None, sources: dict[str, Path] | None = None):
     """
-    Install the validation suite at ``<payload_dir>/<gpufleet version>`` and point
-    ``<payload_dir>/current`` at it; the environment's Python runs it from there.
+    Install ``validation/`` and ``gpufleet/`` at ``<payload_dir>/<gpufleet version>`` and point
+    ``<payload_dir>/current`` at it; the environment's Python runs them from there.
 
     .. code:: python
 
         validation_payload()
     """
     plan = plan or node_plan()
-    source = (source or validation_source()).resolve()
-    dest = f"{plan.spec.payload_dir.rstrip('/')}/{gpufleet.__version__}"
+    chosen = tuple(sorted((n, p.resolve()) for n, p in sources.items())) if sources else None
+    dest, current = payload_paths(plan.spec.payload_dir)
     payload.directory(
         name="validation suite, versioned, with a current link",
-        archive=_archive(source),
+        archive=payload_archive(chosen),
         dest_dir=dest,
-        current_link=f"{plan.spec.payload_dir.rstrip('/')}/current",
+        current_link=current,
     )

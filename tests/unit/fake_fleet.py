@@ -15,13 +15,13 @@ from typing import Any
 
 from gpufleet import __version__, matrix
 from gpufleet.operations.kernel import blacklist_text
-from gpufleet.operations.payload import make_archive
 from gpufleet.spec import NodeSpec
 from gpufleet.stages import driver as driver_stage
+from gpufleet.stages import monitoring
 from gpufleet.stages import nvidia_repo as repo_stage
 from gpufleet.stages import python_env as env_stage
 from gpufleet.stages.host_probe import DRIVER_MARKER
-from gpufleet.stages.validation_payload import validation_source
+from gpufleet.stages.validation_payload import payload_archive, payload_paths
 from gpufleet.templates import render
 
 PROBE = "##gpufleet-probe:"
@@ -60,6 +60,7 @@ class FakeGpuHost:
     gpu_processes: tuple[str, ...] = ()
     free_gib: int = 500
     provisioned: bool = False
+    unheld: tuple[str, ...] = ()  # packages a completed run held, released since
     inventory: dict[str, Any] = field(default_factory=dict)
 
     def spec(self) -> NodeSpec:
@@ -73,7 +74,9 @@ class FakeGpuHost:
             gpu_device_ids=[*self.gpus, *self.nvswitches],
         )
 
-    def data(self) -> dict[str, Any]:
+    def data(self, host_name: str = "") -> dict[str, Any]:
+        """pyinfra host data; ``host_name`` (``@fake/NAME``) is needed for a provisioned host,
+        whose periodic checks' expectations file names it."""
         responses: dict[str, Any] = {}
         packages = dict(self.packages)
         marker, loaded = self.marker_branch, self.loaded_driver
@@ -82,7 +85,7 @@ class FakeGpuHost:
             # What a completed run installed, then whatever this host was given on top.
             packages = {**_driver_packages(resolution, bool(self.nvswitches)), **packages}
             marker, loaded = resolution.driver_branch, resolution.driver_version
-            responses.update(self._provisioned_responses(resolution, packages))
+            responses.update(self._provisioned_responses(resolution, packages, host_name))
         else:
             responses["dpkg -l"] = [f"ii  {n}  {v}  amd64  -" for n, v in packages.items()]
             responses[MODULE_STATE] = [
@@ -90,7 +93,8 @@ class FakeGpuHost:
                 f"installed={loaded or ''}",
                 f"nouveau={'yes' if self.nouveau else 'no'}",
             ]
-        responses = {PROBE: self._probe(packages, marker, loaded), **responses}
+        held = responses.get("apt-mark showhold", [])
+        responses = {PROBE: self._probe(packages, marker, loaded, held), **responses}
         return {
             **self.inventory,
             "fake_delay": 0,
@@ -98,7 +102,9 @@ class FakeGpuHost:
             "fake_responses": responses,
         }
 
-    def _probe(self, packages: dict[str, str], marker: int | None, loaded: str | None) -> list[str]:
+    def _probe(
+        self, packages: dict[str, str], marker: int | None, loaded: str | None, held: list[str]
+    ) -> list[str]:
         name = OS_RELEASE[(self.os_id, self.os_version)]
         lines = [f"{PROBE}os", f"ID={self.os_id}", f'VERSION_ID="{self.os_version}"']
         lines += [f'PRETTY_NAME="{name}"', f"{PROBE}arch", self.arch, f"{PROBE}kernel", self.kernel]
@@ -114,6 +120,7 @@ class FakeGpuHost:
         lines += [f"{PROBE}runfile", *(["/usr/bin/nvidia-uninstall"] if self.runfile else [])]
         lines.append(f"{PROBE}packages")
         lines += [f"ii  {name} {version}" for name, version in packages.items()]
+        lines += [f"{PROBE}held", *held]
         lines += [f"{PROBE}marker", *([str(marker)] if marker else [])]
         lines += [f"{PROBE}gpu_processes", *self.gpu_processes]
         free_kib = self.free_gib * 1024 * 1024
@@ -122,11 +129,16 @@ class FakeGpuHost:
         return lines
 
     def _provisioned_responses(
-        self, resolution: matrix.Resolution, driver_packages: dict[str, str]
+        self, resolution: matrix.Resolution, driver_packages: dict[str, str], host_name: str
     ) -> dict[str, Any]:
         spec = self.spec()
         responses: dict[str, Any] = {}
-        for path, (text, mode) in _managed_files(self, spec, resolution).items():
+        managed = _managed_files(self, spec, resolution)
+        if spec.periodic_checks:
+            if not host_name:
+                raise ValueError("a provisioned FakeGpuHost needs its host name: data('@fake/x')")
+            managed.update(_periodic_files(spec, host_name))
+        for path, (text, mode) in managed.items():
             digest = hashlib.sha256(text.encode()).hexdigest()
             responses[f"stat -c %a {path}"] = [mode, f"{digest}  {path}"]
         responses[f"--show-keys {repo_stage.KEYRING}"] = [spec.nvidia_repo_key_fingerprint]
@@ -138,6 +150,12 @@ class FakeGpuHost:
         )
         installed.update({name: "5.15.0-91.101" for name in headers})
         installed.update(driver_packages)
+        units = ["nvidia-persistenced.service", "nvidia-fabricmanager.service"]
+        if spec.periodic_checks:
+            units.append(monitoring.TIMER)
+            if spec.node_exporter:
+                installed[monitoring.NODE_EXPORTER] = "1.3.1-1"
+                units.append(f"{monitoring.NODE_EXPORTER}.service")
         installed[resolution.cuda_toolkit_package] = f"{resolution.cuda}.1-1"
         held = [name for name in driver_packages if resolution.pinning_package is None]
         for spec_string in [*resolution.cudnn_packages, *resolution.nccl_packages]:
@@ -145,30 +163,28 @@ class FakeGpuHost:
             installed[name] = version or "1.0-1"
             held.append(name)
         responses["dpkg -l"] = [f"ii  {n}  {v}  amd64  stand-in" for n, v in installed.items()]
-        responses["apt-mark showhold"] = sorted(held)
+        responses["apt-mark showhold"] = sorted(set(held) - set(self.unheld))
         version = resolution.driver_version
         responses[MODULE_STATE] = [
             f"loaded={version}",
             f"installed={version}",
             "nouveau=no",
         ]
-        for unit in ("nvidia-persistenced", "nvidia-fabricmanager"):
-            responses[f"SubState {unit}.service"] = [f"Id={unit}.service", "SubState=running"]
-            responses[f"UnitFileState {unit}.service"] = [
-                f"Id={unit}.service",
-                "UnitFileState=enabled",
-            ]
-        dest = f"{spec.payload_dir}/{__version__}"
-        archive = make_archive(validation_source())
+        for unit in units:
+            state = "waiting" if unit.endswith(".timer") else "running"
+            responses[f"SubState {unit}"] = [f"Id={unit}", f"SubState={state}"]
+            responses[f"UnitFileState {unit}"] = [f"Id={unit}", "UnitFileState=enabled"]
+        dest, _ = payload_paths(spec.payload_dir)
         responses[f"cat {dest}/.gpufleet-payload"] = [
-            f"digest={hashlib.sha256(archive).hexdigest()}",
-            f"link={dest}",
+            f"digest={hashlib.sha256(payload_archive()).hexdigest()}",
+            f"link={__version__}",
         ]
         stamp = f"{spec.env_dir}/etc/gpufleet/installed.txt"
         constraints = matrix.constraints_file(resolution.tf_version)
         responses[f"cat {stamp}"] = [
             f"requirement {spec.tensorflow_package}=={resolution.tf_version}",
             f"constraints-sha256 {hashlib.sha256(constraints.encode()).hexdigest()}",
+            *[f"also {extra}" for extra in env_stage.HOST_REQUIREMENTS],
         ]
         for path in (f"{spec.conda_root}/bin/conda", f"{spec.env_dir}/bin/python"):
             responses[f"if [ -e {path} ]"] = ["yes"]
@@ -244,6 +260,27 @@ def _managed_files(
     return managed
 
 
+def _periodic_files(spec: NodeSpec, host_name: str) -> dict[str, tuple[str, str]]:
+    """Path -> (content, mode) of what the monitoring stage's periodic checks leave."""
+    units = monitoring.unit_texts(spec, textfile=spec.node_exporter)
+    files = {path: (text, "644") for path, text in units.items() if text is not None}
+    files[monitoring.EXPECTATIONS] = (monitoring.expectations_text(host_name, spec), "644")
+    if (
+        spec.node_exporter
+        and spec.textfile_dir.rstrip("/") != monitoring.NODE_EXPORTER_TEXTFILE_DIR
+    ):
+        flag = f"--collector.textfile.directory={spec.textfile_dir}"
+        files[monitoring.NODE_EXPORTER_DROPIN] = (
+            render(
+                "periodic/node-exporter-textfile.conf.j2",
+                textfile_dir=spec.textfile_dir,
+                textfile_flag=monitoring.systemd_quote(flag),
+            ),
+            "644",
+        )
+    return files
+
+
 def write_inventory(path: Path, hosts: dict[str, FakeGpuHost]) -> Path:
     """A pyinfra inventory file with one ``@fake/<name>`` host per entry."""
     lines = [
@@ -253,7 +290,8 @@ def write_inventory(path: Path, hosts: dict[str, FakeGpuHost]) -> Path:
         "fleet = [",
     ]
     for name, fake in hosts.items():
-        lines.append(f"    ({f'@fake/{name}'!r}, {fake.data()!r}),")
+        host_name = f"@fake/{name}"
+        lines.append(f"    ({host_name!r}, {fake.data(host_name)!r}),")
     lines.append("]")
     path.write_text("\n".join(lines) + "\n")
     return path

@@ -88,6 +88,8 @@ SCENARIOS = {
         gpus=(), inventory={"gpu_less": True, "persistenced": False, "reboot": "never"}
     ),
     "cpu-sandbox-like": FakeGpuHost(gpus=(), inventory={"gpu_less": True}),
+    "no-periodic": FakeGpuHost(inventory={"periodic_checks": False}),
+    "done-no-periodic": FakeGpuHost(provisioned=True, inventory={"periodic_checks": False}),
 }
 
 REFUSED = {
@@ -147,7 +149,9 @@ def test_refusal_names_what_was_found_and_the_fix(fleet_plan, name):
     assert all("Fix:" in line for line in lines)
 
 
-@pytest.mark.parametrize("name", ["done-a100", "done-hgx-h100", "done-v100-venv"])
+@pytest.mark.parametrize(
+    "name", ["done-a100", "done-hgx-h100", "done-v100-venv", "done-no-periodic"]
+)
 def test_provisioned_host_plans_no_change(fleet_plan, name):
     _, changes = fleet_plan
     assert changes[name] == []
@@ -171,22 +175,35 @@ def test_fresh_host_plans_every_stage_in_order(fleet_plan):
         "gpufleet cuda_stack",
         "gpufleet python_env",
         "gpufleet validation_payload",
+        "gpufleet monitoring",
     ]
     for expected in (
         "gpufleet nvidia_repo | NVIDIA CUDA repository (key fingerprint checked)",
         "gpufleet driver | kernel headers and DKMS",
-        "gpufleet driver | nouveau blacklisted (initramfs rebuilt on change)",
-        "gpufleet driver | distro builds of the NVIDIA driver blocked (NVIDIA's repository only)",
+        "gpufleet driver | /etc/modprobe.d/gpufleet-blacklist-nouveau.conf: nouveau blacklisted "
+        "(initramfs rebuilt on change)",
+        "gpufleet driver | /etc/apt/preferences.d/00-gpufleet-no-distro-nvidia-driver: distro "
+        "builds of the NVIDIA driver blocked (NVIDIA's repository only)",
         "gpufleet driver | lock the branch: NVIDIA's pinning package",
         "gpufleet driver | NVIDIA driver packages of the locked branch",
-        "gpufleet driver | unattended-upgrades leaves NVIDIA, CUDA, cuDNN, NCCL alone",
-        "gpufleet driver | nvidia-persistenced enabled and running",
+        "gpufleet driver | /etc/apt/apt.conf.d/51gpufleet-unattended-upgrades: "
+        "unattended-upgrades leaves NVIDIA, CUDA, cuDNN, NCCL alone",
+        "gpufleet driver | nvidia-persistenced enabled",
+        "gpufleet driver | nvidia-persistenced running",
         "gpufleet cuda_stack | system CUDA toolkit",
         "gpufleet cuda_stack | cuDNN runtime and dev, pinned",
         "gpufleet cuda_stack | NCCL runtime and dev, pinned",
+        "gpufleet cuda_stack | libnccl2 held",
+        "gpufleet cuda_stack | libcudnn9-cuda-12 held",
         "gpufleet python_env | Miniforge installer (sha256 checked)",
         "gpufleet python_env | pip install TensorFlow under the constraints, check it imports",
         "gpufleet validation_payload | validation suite, versioned, with a current link",
+        "gpufleet monitoring | /etc/gpufleet/expectations.json: expectations for the periodic "
+        "checks",
+        "gpufleet monitoring | /etc/systemd/system/gpufleet-periodic.service, "
+        "gpufleet-periodic.timer: periodic checks' units",
+        "gpufleet monitoring | gpufleet-periodic.timer enabled",
+        "gpufleet monitoring | gpufleet-periodic.timer started",
     ):
         assert expected in ops
     assert not any("fabricmanager" in op for op in ops)
@@ -201,7 +218,8 @@ def test_fresh_host_plans_every_stage_in_order(fleet_plan):
 def test_nvswitch_host_gets_fabric_manager(fleet_plan):
     result, changes = fleet_plan
     ops = changes["u2204-hgx-h100"]
-    assert "gpufleet driver | nvidia-fabricmanager enabled and running (NVSwitch)" in ops
+    assert "gpufleet driver | nvidia-fabricmanager enabled (NVSwitch)" in ops
+    assert "gpufleet driver | nvidia-fabricmanager running (NVSwitch)" in ops
     line = summary(result, "u2204-hgx-h100")
     assert "8x NVIDIA H100 80GB HBM3, 4 NVSwitch" in line
     assert "open modules: nvidia-open, nvidia-fabricmanager-580;" in line
@@ -242,14 +260,22 @@ def test_allowed_foreign_driver_is_removed(fleet_plan):
     )
 
 
+def test_periodic_checks_follow_their_key(fleet_plan):
+    _, changes = fleet_plan
+    assert not any(op.startswith("gpufleet monitoring") for op in changes["no-periodic"])
+    assert (
+        "gpufleet validation_payload | validation suite, versioned, with a current link"
+        in (changes["no-periodic"])
+    )
+
+
 def test_persistenced_follows_its_key(fleet_plan):
     _, changes = fleet_plan
     ops = changes["cpu-only"]
     assert "gpufleet driver | NVIDIA driver packages of the locked branch" in ops
     assert not any("persistenced" in op for op in ops)
-    assert (
-        "gpufleet driver | nvidia-persistenced enabled and running" in changes["cpu-sandbox-like"]
-    )
+    assert "gpufleet driver | nvidia-persistenced enabled" in changes["cpu-sandbox-like"]
+    assert "gpufleet driver | nvidia-persistenced running" in changes["cpu-sandbox-like"]
 
 
 def test_prod_inventory_plan_reads_stage_by_stage():
@@ -270,6 +296,7 @@ def test_prod_inventory_plan_reads_stage_by_stage():
         "gpufleet cuda_stack",
         "gpufleet python_env",
         "gpufleet validation_payload",
+        "gpufleet monitoring",
     ]
     fabric = next(row for row in rows if "nvidia-fabricmanager enabled" in row)
     # Change column: "4 (@fake/gpu-a100-01..., ...)": the A100 and H100 HGX hosts, not the V100.
@@ -287,8 +314,9 @@ def test_fabric_manager_follows_the_driver_version(fleet_plan):
 
 def test_secure_boot_with_a_mok_plan_signs_modules(fleet_plan):
     _, changes = fleet_plan
-    assert "gpufleet driver | DKMS signs modules with the MOK" in changes["secure-boot-mok"]
-    assert "gpufleet driver | DKMS signs modules with the MOK" not in changes["u2004-a100"]
+    mok = "gpufleet driver | /etc/dkms/framework.conf.d/gpufleet-mok.conf: DKMS signs modules"
+    assert f"{mok} with the MOK" in changes["secure-boot-mok"]
+    assert not any(op.startswith(mok) for op in changes["u2004-a100"])
 
 
 def test_allowed_runfile_driver_is_uninstalled_first(fleet_plan):

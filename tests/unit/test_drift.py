@@ -145,16 +145,15 @@ def test_real_deploy_names_each_tampered_host_and_nothing_else():
     assert report.hosts["@fake/gpu-clean"].changes == []
     unheld = report.hosts["@fake/gpu-unheld-nccl-persistenced-dead"]
     assert unheld.status == "drift"
-    assert unheld.changes == [
-        "nvidia-persistenced not running or not enabled",
-        "cuDNN or NCCL packages no longer held",
-    ]
+    # One operation per held package, and enabled apart from running: the sentences say which.
+    assert unheld.changes == ["nvidia-persistenced not running", "libnccl2 no longer held"]
     edited = report.hosts["@fake/gpu-nouveau-edited"]
     assert edited.changes == [
         "/etc/modprobe.d/gpufleet-blacklist-nouveau.conf differs (nouveau not blacklisted)"
     ]
     assert edited.operations == [
-        "gpufleet driver | nouveau blacklisted (initramfs rebuilt on change)"
+        "gpufleet driver | /etc/modprobe.d/gpufleet-blacklist-nouveau.conf: nouveau blacklisted "
+        "(initramfs rebuilt on change)"
     ]
 
 
@@ -181,10 +180,13 @@ def test_fresh_hosts_plan_reads_stage_by_stage():
     report = report_of("gpu_node_fresh_hosts")
     assert report.exit_status == 1
     hgx = report.hosts["@fake/fresh-hgx-h100"].changes
-    assert "nvidia-fabricmanager not running or not enabled" in hgx
+    assert "nvidia-fabricmanager not enabled" in hgx
+    assert "nvidia-fabricmanager not running" in hgx
+    assert "gpufleet-periodic.timer not started" in hgx
     branch = report.hosts["@fake/branch-570-apt-preferences"].changes
     assert "/etc/apt/preferences.d/gpufleet-nvidia-driver differs (driver branch lock)" in branch
-    assert "NVIDIA driver packages no longer held" in branch
+    assert "nvidia-open-570 no longer held" in branch  # no pinning package for 570: held
+    assert "libnccl2 no longer held" in branch
     assert "a runfile-installed NVIDIA driver is present" in (
         report.hosts["@fake/replace-runfile"].changes
     )
@@ -196,16 +198,39 @@ def test_fresh_hosts_plan_reads_stage_by_stage():
 @pytest.mark.parametrize(
     ("name", "sentence"),
     [
-        ("gpufleet driver | hold the driver packages", "NVIDIA driver packages no longer held"),
+        ("gpufleet cuda_stack | libnccl2 held", "libnccl2 no longer held"),
+        ("gpufleet driver | nvidia-persistenced enabled", "nvidia-persistenced not enabled"),
+        ("gpufleet driver | nvidia-persistenced running", "nvidia-persistenced not running"),
+        (
+            "gpufleet driver | nvidia-fabricmanager running (NVSwitch)",
+            "nvidia-fabricmanager not running",
+        ),
+        (
+            "gpufleet driver | /etc/apt/preferences.d/00-gpufleet-no-distro-nvidia-driver: distro "
+            "builds of the NVIDIA driver blocked (NVIDIA's repository only)",
+            "/etc/apt/preferences.d/00-gpufleet-no-distro-nvidia-driver missing or differs "
+            "(the distribution's NVIDIA driver builds are not blocked)",
+        ),
+        (
+            "gpufleet driver | Fabric Manager at the driver's exact version",
+            "Fabric Manager is not at the driver's exact version",
+        ),
+        (
+            "gpufleet monitoring | /etc/systemd/system/gpufleet-periodic.service, "
+            "gpufleet-periodic.timer: periodic checks' units",
+            "/etc/systemd/system/gpufleet-periodic.service or gpufleet-periodic.timer missing "
+            "or differs (periodic checks)",
+        ),
+        ("/srv/x.conf: something else", "/srv/x.conf missing or differs (something else)"),
         ("files.file (path=/etc/x)", "/etc/x missing or differs"),
         ("files.directory (path=/opt/y)", "directory /opt/y missing or differs"),
         (
-            "gpufleet monitoring | gpufleet-periodic.timer enabled and started",
-            "gpufleet-periodic.timer not running or not enabled",
+            "gpufleet monitoring | gpufleet-periodic.timer started",
+            "gpufleet-periodic.timer not started",
         ),
         (
-            "gpufleet monitoring | expectations for the periodic checks in /etc/g/e.json",
-            "/etc/g/e.json differs",
+            "gpufleet monitoring | /etc/g/e.json: expectations for the periodic checks",
+            "/etc/g/e.json differs (what the periodic checks expect)",
         ),
         ("site | something new", "would change: site | something new"),
     ],
@@ -378,10 +403,7 @@ def test_drift_json_is_what_the_fleet_report_reads(tmp_path):
     folder = tmp_path / "@fake_gpu-unheld-nccl-persistenced-dead"
     read = read_drift(folder / "drift.json")
     assert read is not None
-    assert read.changes == [
-        "nvidia-persistenced not running or not enabled",
-        "cuDNN or NCCL packages no longer held",
-    ]
+    assert read.changes == ["nvidia-persistenced not running", "libnccl2 no longer held"]
     assert read.status == "drift"
     gone = read_drift(tmp_path / "@fake_gpu-gone" / "drift.json")
     assert gone is not None and gone.status == "error"
@@ -480,3 +502,13 @@ def test_e2e_missing_deploy_file(capsys):
 def _written(path: Path, text: str) -> str:
     path.write_text(text)
     return str(path)
+
+
+def test_held_packages_cost_no_round_trip_of_their_own():
+    """The per-package "X held" operations read the probe's held section: the recorded plan
+    fetches no HeldPackages fact at all (pyinfra's debug log names every fact it gets)."""
+    _, run = recorded("gpu_node_fake_fleet")
+    assert "Getting fact: gpufleet.stages.host_probe.HostProbe" in run.stderr
+    assert "HeldPackages" not in run.stderr
+    held_ops = [op["name"] for op in parse_plan(run.stdout) if op["name"].endswith(" held")]
+    assert "gpufleet cuda_stack | libnccl2 held" in held_ops

@@ -149,8 +149,8 @@ class StagedHost(FakeGpuHost):
 
     extra: dict[str, Any] = field(default_factory=dict)
 
-    def data(self) -> dict[str, Any]:
-        data = super().data()
+    def data(self, host_name: str = "") -> dict[str, Any]:
+        data = super().data(host_name)
         data["fake_responses"].update(self.extra)
         return data
 
@@ -191,10 +191,12 @@ def plan(tmp_path_factory: pytest.TempPathFactory) -> dict[str, list[str]]:
 
 def test_fresh_host_gets_expectations_units_and_a_started_timer(plan: dict) -> None:
     assert plan["fresh"] == [
-        "gpufleet monitoring | expectations for the periodic checks in "
-        "/etc/gpufleet/expectations.json",
-        "gpufleet monitoring | gpufleet-periodic.service and gpufleet-periodic.timer (daily)",
-        "gpufleet monitoring | gpufleet-periodic.timer enabled and started",
+        "gpufleet monitoring | /etc/gpufleet/expectations.json: expectations for the periodic "
+        "checks",
+        "gpufleet monitoring | /etc/systemd/system/gpufleet-periodic.service, "
+        "gpufleet-periodic.timer: periodic checks' units",
+        "gpufleet monitoring | gpufleet-periodic.timer enabled",
+        "gpufleet monitoring | gpufleet-periodic.timer started",
         f"gpufleet baseline | baseline (run {BASELINE_RUN}) in /var/lib/gpufleet/baseline.json",
     ]
 
@@ -206,8 +208,12 @@ def test_host_where_the_stage_ran_plans_no_change(plan: dict) -> None:
 def test_node_exporter_is_installed_and_pointed_at_the_textfile_dir(plan: dict) -> None:
     ops = plan["exporter"]
     assert "gpufleet monitoring | prometheus-node-exporter (textfile collector)" in ops
-    assert "gpufleet monitoring | prometheus-node-exporter reads textfiles from /srv/m" in ops
-    assert "gpufleet monitoring | prometheus-node-exporter enabled and running" in ops
+    assert (
+        "gpufleet monitoring | /etc/systemd/system/prometheus-node-exporter.service.d/"
+        "gpufleet-textfile.conf: prometheus-node-exporter reads textfiles from /srv/m" in ops
+    )
+    assert "gpufleet monitoring | prometheus-node-exporter.service enabled" in ops
+    assert "gpufleet monitoring | prometheus-node-exporter.service running" in ops
 
 
 def test_periodic_checks_off_plans_nothing(plan: dict) -> None:

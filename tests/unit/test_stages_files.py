@@ -95,6 +95,22 @@ def test_payload_archive_is_reproducible_and_skips_caches(tmp_path):
         assert tar.getnames() == ["__init__.py", "workloads", "workloads/mirrored.py"]
 
 
+def test_payload_archive_puts_each_package_under_its_name(tmp_path):
+    for name in ("gpufleet", "validation"):
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "__init__.py").write_text("")
+    archive = make_archive(
+        {"validation": tmp_path / "validation", "gpufleet": tmp_path / "gpufleet"}
+    )
+    with tarfile.open(fileobj=io.BytesIO(archive), mode="r:gz") as tar:
+        assert tar.getnames() == [
+            "gpufleet",
+            "gpufleet/__init__.py",
+            "validation",
+            "validation/__init__.py",
+        ]
+
+
 def test_headers_follow_the_running_kernel():
     assert headers_packages("ubuntu", "22.04", "5.15.0-91-generic", "auto") == [
         "linux-headers-5.15.0-91-generic",
@@ -111,3 +127,22 @@ def test_headers_follow_the_running_kernel():
         "linux-headers-6.1.0-18-amd64",
         "linux-headers-amd64",
     ]
+
+
+def test_host_requirements_carry_pyprojects_pins():
+    """The environment gets nvidia-ml-py and (before 3.11) tomli at the pins gpufleet runs with."""
+    import tomllib
+    from packaging.requirements import Requirement
+
+    from gpufleet.stages.python_env import HOST_REQUIREMENTS
+
+    project = tomllib.loads((Path(__file__).parents[2] / "pyproject.toml").read_text())
+    pinned = {Requirement(r).name: Requirement(r) for r in project["project"]["dependencies"]}
+    wanted = {Requirement(r).name: Requirement(r) for r in HOST_REQUIREMENTS}
+    assert sorted(wanted) == ["nvidia-ml-py", "tomli"]
+    for name, requirement in wanted.items():
+        assert str(requirement) == str(pinned[name])
+    tomli_marker = wanted["tomli"].marker
+    assert tomli_marker is not None
+    assert tomli_marker.evaluate({"python_version": "3.10"})
+    assert not tomli_marker.evaluate({"python_version": "3.11"})

@@ -52,6 +52,9 @@ def test_gpu_server_sections():
         f"{S}packages",
         "hi  cuda-drivers-570 570.195.03-1",
         "rc  nvidia-driver-535 535.183.01-0ubuntu1",
+        f"{S}held",  # apt-mark showhold: one name a line
+        "libnccl2",
+        "cuda-drivers-570",
         f"{S}marker",
         "570",
         f"{S}gpu_processes",
@@ -66,6 +69,7 @@ def test_gpu_server_sections():
     assert state.secure_boot is True
     assert state.packages == {"cuda-drivers-570": "570.195.03-1"}  # rc = removed, not installed
     assert state.installed_branches == {570}
+    assert state.held == ("cuda-drivers-570", "libnccl2")
     assert state.marker_branch == 570
     assert state.gpu_processes == ("4242, python3",)
     assert state.free_disk_kib == 900000000

@@ -113,6 +113,8 @@ def test_expectations_for_local_and_ssh_hosts():
         gpu_a, tier="full", run_id="r1", python=None, payload_dir=None
     )
     assert exp["host"] == "gpu-a" and exp["tier"] == "full" and exp["python"] is None
+    # What the validation_payload stage installs (validation/ and gpufleet/ under current).
+    assert exp["payload_dir"] == "/opt/gpufleet/validation/current"
     # pyinfra's ssh_* and the user's x_ keys stay out of the spec data.
     assert exp["host_data"] == {"driver_branch": 580, "tf_version": "2.21.0"}
     assert exp["target"] == "ssh://ops@10.0.0.5:2222"
@@ -168,3 +170,45 @@ def test_pytest_command(tmp_path):
     run.host = local
     command = validate_cmd.pytest_command(run, tier="quick", run_id="r1", ssh_config=None)
     assert "--hosts=local://" in command and not any("ssh-config" in c for c in command)
+
+
+def test_baselines_are_recorded_and_later_runs_compared(tmp_path):
+    from rich.console import Console
+
+    from gpufleet.baseline import baseline_path
+    from gpufleet.report.terminal import print_report
+    from tests.unit import fleet_factory as ff
+
+    first = ff.document("gpu-a", started_at=ff.when(1), workloads=ff.gpu_workloads())
+    quick = ff.document("gpu-b", started_at=ff.when(1), workloads=ff.gpu_workloads(), tier="quick")
+    notes = validate_cmd.baseline_notes(tmp_path, [first, quick])
+    assert [n["state"] for n in notes] == ["new", "none"]  # a quick run is never a baseline
+    assert baseline_path(tmp_path, "gpu-a").is_file()
+    assert not baseline_path(tmp_path, "gpu-b").exists()
+
+    slower = ff.document("gpu-a", started_at=ff.when(2), workloads=ff.gpu_workloads(scale=0.7))
+    same = ff.document("gpu-a", started_at=ff.when(3), workloads=ff.gpu_workloads())
+    notes = validate_cmd.baseline_notes(tmp_path, [slower, same])
+    assert notes[0]["state"] == "regressed"
+    assert any("fell 30 %" in line for line in notes[0]["lines"]), notes[0]["lines"]
+    assert notes[1] == {"state": "ok", "lines": []}
+    # The first passing full run stays the baseline.
+    assert json.loads(baseline_path(tmp_path, "gpu-a").read_text())["run_id"] == first["run_id"]
+
+    console = Console(width=200, record=True)
+    print_report([{**slower, "_baseline": notes[0]}, {**same, "_baseline": notes[1]}], console)
+    text = console.export_text()
+    assert f"{len(notes[0]['lines'])} regressed" in text
+    assert "fell 30 %" in text
+
+
+def test_unreadable_baseline_is_reported_not_fatal(tmp_path):
+    from gpufleet.baseline import baseline_path
+    from tests.unit import fleet_factory as ff
+
+    path = baseline_path(tmp_path, "gpu-a")
+    path.parent.mkdir(parents=True)
+    path.write_text("{not json")
+    doc = ff.document("gpu-a", started_at=ff.when(1), workloads=ff.gpu_workloads())
+    (note,) = validate_cmd.baseline_notes(tmp_path, [doc])
+    assert note["state"] == "error" and "delete it" in note["lines"][0]
