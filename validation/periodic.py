@@ -35,23 +35,9 @@ from typing import Any
 from gpufleet import health
 from gpufleet.report import prometheus
 from gpufleet.report.schema import ResultsSchemaError, new_document, validate_results
+from validation.tiers import FULL_WORKLOADS, TIERS, TIMEOUT_S
 
 PAYLOAD_ROOT = Path(__file__).resolve().parent.parent
-# The suite's tiers (validation/test_workloads.py holds the same lists; a unit test keeps them
-# equal, as that module needs pytest, which the hosts' environments may lack).
-QUICK_WORKLOADS = ("mirrored", "mixed_precision", "xla", "gemm")
-FULL_WORKLOADS = (
-    "mirrored",
-    "mixed_precision",
-    "xla",
-    "input_pipeline",
-    "memory_growth",
-    "allreduce",
-    "gemm",
-    "grad_accumulation",
-)
-TIERS = {"quick": QUICK_WORKLOADS, "full": FULL_WORKLOADS}
-TIMEOUT_S = {"quick": 300, "full": 1800}
 NVIDIA_SMI_TIMEOUT_S = 60
 # The suite checks these under load (a matmul on every GPU); a periodic run samples idle.
 UNDER_LOAD_CHECKS = ("clocks_not_throttled_under_load", "pcie_link_at_max_under_load")

@@ -9,23 +9,7 @@ from typing import Any
 import pytest
 
 from validation.runstate import STATE
-
-# The quick tier: the guide's three headline claims (MirroredStrategy, mixed precision, XLA)
-# plus raw matmul throughput, each with --quick. The full tier runs every workload at size.
-QUICK_WORKLOADS = ("mirrored", "mixed_precision", "xla", "gemm")
-FULL_WORKLOADS = (
-    "mirrored",
-    "mixed_precision",
-    "xla",
-    "input_pipeline",
-    "memory_growth",
-    "allreduce",
-    "gemm",
-    "grad_accumulation",
-)
-# Wall-clock limits per workload on the host (coreutils `timeout`): a hung NCCL collective
-# must not hang the whole validation run.
-TIMEOUT_S = {"quick": 300, "full": 1800}
+from validation.tiers import FULL_WORKLOADS, QUICK_WORKLOADS, TIMEOUT_S
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:

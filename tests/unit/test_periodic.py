@@ -18,7 +18,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from gpufleet.report.schema import validate_results
 from validation import periodic
-from validation import test_workloads as suite
+from validation.tiers import QUICK_WORKLOADS
 
 ROOT = Path(__file__).resolve().parents[2]
 RECORDED = ROOT / "tests" / "fixtures" / "results" / "workloads"
@@ -92,21 +92,15 @@ def latest(tmp_path: Path) -> dict:
     return doc
 
 
-def test_tiers_match_the_suite() -> None:
-    assert periodic.QUICK_WORKLOADS == suite.QUICK_WORKLOADS
-    assert periodic.FULL_WORKLOADS == suite.FULL_WORKLOADS
-    assert periodic.TIMEOUT_S == suite.TIMEOUT_S
-
-
 def test_quick_tier_writes_results_latest_and_prom(tmp_path: Path, replay: Path) -> None:
     assert run(tmp_path, replay) == 0
     doc = latest(tmp_path)
     results = list((tmp_path / "out" / "results").glob("*.json"))
     assert [p.name for p in results] == [f"{doc['run_id']}.json"]
     assert json.loads(results[0].read_text()) == doc
-    assert [w["workload"] for w in doc["workloads"]] == list(periodic.QUICK_WORKLOADS)
+    assert [w["workload"] for w in doc["workloads"]] == list(QUICK_WORKLOADS)
     statuses = {c["name"]: c["status"] for c in doc["checks"]}
-    assert {statuses[f"workloads::{n}"] for n in periodic.QUICK_WORKLOADS} == {"pass"}
+    assert {statuses[f"workloads::{n}"] for n in QUICK_WORKLOADS} == {"pass"}
     assert statuses["gpu_health::no_uncorrectable_ecc"] == "skipped"  # no nvidia-smi here
     calls = [json.loads(line) for line in (tmp_path / "replay.log").read_text().splitlines()]
     assert all("--quick" in call for call in calls)

@@ -1,0 +1,19 @@
+"""Which workloads each validation tier runs; shared by the pytest suite and the periodic runner."""
+
+# The quick tier: the guide's three headline claims (MirroredStrategy, mixed precision, XLA)
+# plus raw matmul throughput, each with --quick. The full tier runs every workload at size.
+QUICK_WORKLOADS = ("mirrored", "mixed_precision", "xla", "gemm")
+FULL_WORKLOADS = (
+    "mirrored",
+    "mixed_precision",
+    "xla",
+    "input_pipeline",
+    "memory_growth",
+    "allreduce",
+    "gemm",
+    "grad_accumulation",
+)
+TIERS = {"quick": QUICK_WORKLOADS, "full": FULL_WORKLOADS}
+# Wall-clock limits per workload on the host (coreutils `timeout`): a hung NCCL collective
+# must not hang the whole validation run.
+TIMEOUT_S = {"quick": 300, "full": 1800}
