@@ -1,0 +1,118 @@
+"""`gpufleet sandbox up|status|down`: the local test fleet of systemd-booted hosts (needs root)."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from collections.abc import Sequence
+
+from gpufleet.sandbox import fleet, procs
+from gpufleet.sandbox.image import IMAGES
+from gpufleet.sandbox.state import STATE_DIR, SandboxError, load_state
+
+EPILOG = """\
+Hosts are systemd-nspawn containers booted with systemd, one network namespace each
+(gfsb-hN at 10.231.7.(10+N)), reachable only from this machine. They fetch OS packages through
+apt-cacher-ng on 10.231.7.1:3142 and stand-in NVIDIA packages and wheels from 10.231.7.1:8631.
+Provision them with:  pyinfra -y inventories/sandbox.py deploy/gpu_node.py
+"""
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="gpufleet sandbox",
+        description="Bring the local test fleet up or down (needs root).",
+        epilog=EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    sub = parser.add_subparsers(dest="action", required=True, metavar="ACTION")
+    up = sub.add_parser("up", help="start N hosts (cleaning up an earlier crashed sandbox first)")
+    up.add_argument("--hosts", type=int, default=3, help="number of hosts (default 3)")
+    up.add_argument(
+        "--image",
+        choices=sorted(IMAGES),
+        default=None,
+        help="base image; default ubuntu22.04 if Ubuntu's archive answers, else debian12",
+    )
+    up.add_argument(
+        "--no-standins",
+        action="store_true",
+        help="hosts and apt proxy only: no stand-in NVIDIA repository, wheelhouse or HTTP server",
+    )
+    sub.add_parser("status", help="show the running sandbox's hosts and services")
+    sub.add_parser("down", help="stop every sandbox process and remove its namespaces and mounts")
+    return parser
+
+
+def cmd_up(args: argparse.Namespace) -> int:
+    started = time.monotonic()
+    state = fleet.up(args.hosts, args.image, standins=not args.no_standins)
+    elapsed = time.monotonic() - started
+    print(f"sandbox up in {elapsed:.1f} s: {state.image}, {len(state.hosts)} host(s)")
+    for host in state.hosts:
+        print(f"  {host.name}  root@{host.address}")
+    print(f"state: {STATE_DIR / 'state.json'}")
+    print(f"ssh:   ssh -i {STATE_DIR / 'id_ed25519'} root@{state.hosts[0].address}")
+    print("provision: pyinfra -y inventories/sandbox.py deploy/gpu_node.py")
+    print("tear down: gpufleet sandbox down")
+    return 0
+
+
+def cmd_status(args: argparse.Namespace) -> int:
+    try:
+        state = load_state()
+    except SandboxError as exc:
+        print(exc, file=sys.stderr)
+        leftovers = fleet.leftovers()
+        if leftovers:
+            print("left over from an earlier sandbox (`gpufleet sandbox down` removes them):")
+            for item in leftovers:
+                print(f"  {item}")
+        return 1
+    healthy = True
+    print(f"image {state.image} ({' '.join(state.os)}), gateway {state.gateway}")
+    for host in state.hosts:
+        running = procs.is_ours(host.supervisor_pid, fleet.SUPERVISOR_MARKER)
+        healthy &= running
+        status = "running" if running else "STOPPED"
+        print(f"  {host.name:10} {host.address:14} {status} (supervisor pid {host.supervisor_pid})")
+    for service, pid in sorted(state.pids.items()):
+        running = bool(procs.cmdline(pid))
+        healthy &= running
+        print(f"  {service:24} pid {pid} {'running' if running else 'STOPPED'}")
+    if state.pip_index_url:
+        print(f"  nvidia repo {state.nvidia_repo_url}, pip index {state.pip_index_url}")
+    for note in state.notes:
+        print(f"  note: {note}")
+    return 0 if healthy else 1
+
+
+def cmd_down(args: argparse.Namespace) -> int:
+    started = time.monotonic()
+    fleet.down()
+    left = fleet.leftovers()
+    if left:
+        print("sandbox down, but these remain:", *left, sep="\n  ", file=sys.stderr)
+        return 1
+    print(f"sandbox down in {time.monotonic() - started:.1f} s; nothing left behind")
+    return 0
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        if args.action == "down":
+            fleet.check_root()
+        handler = {"up": cmd_up, "status": cmd_status, "down": cmd_down}[args.action]
+        return handler(args)
+    except SandboxError as exc:
+        print(f"gpufleet sandbox {args.action}: {exc}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        print("interrupted; run `gpufleet sandbox down` to clean up", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,280 @@
+"""Bringing the whole sandbox fleet up and down: network, apt proxy, stand-ins, hosts."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import socket
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+from gpufleet.sandbox import aptproxy, hosts, image, network, procs, supervisor
+from gpufleet.sandbox.state import (
+    CACHE_DIR,
+    GATEWAY,
+    HTTP_PORT,
+    STATE_DIR,
+    HostState,
+    SandboxError,
+    SandboxState,
+    check_host_count,
+    host_address,
+    host_name,
+    load_state,
+    save_state,
+    state_file,
+)
+
+Log = Callable[[str], None]
+REQUIRED_TOOLS = {
+    "systemd-nspawn": "systemd-container",
+    "debootstrap": "debootstrap",
+    "apt-cacher-ng": "apt-cacher-ng",
+    "ip": "iproute2",
+    "ssh-keygen": "openssh-client",
+    "gpg": "gnupg",
+}
+SSH_WAIT_S = 60.0
+# Longer than a supervisor's own shutdown timeout, after which it kills systemd-nspawn.
+STOP_WAIT_S = supervisor.SHUTDOWN_TIMEOUT_S + 15
+# Markers that identify our own processes in /proc/PID/cmdline before we signal a PID.
+SUPERVISOR_MARKER = "gpufleet.sandbox.supervisor"
+NSPAWN_MARKER = "systemd-nspawn"
+SANDBOX_PROGRAMS = (SUPERVISOR_MARKER, NSPAWN_MARKER, "apt-cacher-ng", "http.server")
+
+
+def check_root() -> None:
+    if os.geteuid() != 0:
+        raise SandboxError("the sandbox needs root (network namespaces, mounts): run it with sudo")
+
+
+def check_prerequisites() -> None:
+    """Refuse to start unless root with every tool the sandbox needs."""
+    check_root()
+    missing = sorted({pkg for tool, pkg in REQUIRED_TOOLS.items() if shutil.which(tool) is None})
+    if missing:
+        raise SandboxError(f"missing tools: apt-get install -y {' '.join(missing)}")
+
+
+def wait_for_ssh(address: str, deadline: float) -> bool:
+    """True once sshd on `address` sends its banner (a bare TCP accept is not enough)."""
+    while time.monotonic() < deadline:
+        try:
+            with socket.create_connection((address, 22), timeout=1.0) as conn:
+                conn.settimeout(2.0)
+                if conn.recv(4).startswith(b"SSH-"):
+                    return True
+        except OSError:
+            pass
+        time.sleep(0.2)
+    return False
+
+
+def start_host(index: int, root_image: Path, state_dir: Path) -> HostState:
+    """Give host `index` its network, root and identity, and start its supervisor."""
+    name, address = host_name(index), host_address(index)
+    network.create_host_network(name, address)
+    root = hosts.prepare_host(name, address, root_image, state_dir)
+    pid_file = hosts.host_dir(name, state_dir) / "nspawn.pid"
+    command = [
+        sys.executable,
+        "-m",
+        SUPERVISOR_MARKER,
+        "--name",
+        name,
+        "--root",
+        str(root),
+        "--pid-file",
+        str(pid_file),
+    ]
+    pid = procs.start_detached(command, state_dir / "log" / f"{name}.log")
+    return HostState(
+        name=name,
+        address=address,
+        ssh_key=str(hosts.client_key(state_dir)),
+        known_hosts=str(hosts.known_hosts_file(state_dir)),
+        supervisor_pid=pid,
+    )
+
+
+def wheelhouse_packages(python_version: str) -> list[str]:
+    """What the deploy pip-installs on a sandbox host: TensorFlow as the sandbox's group data
+    names it, and the python_env stage's own requirements whose markers hold for the hosts'
+    Python (pip download would judge markers by this machine's Python instead)."""
+    from packaging.requirements import Requirement
+
+    from gpufleet.sandbox.inventory import group_data
+    from gpufleet.spec import NodeSpec
+    from gpufleet.stages.python_env import HOST_REQUIREMENTS
+
+    spec = NodeSpec.from_host_data(group_data(SandboxState(image="", os=[])))
+    packages = [f"{spec.tensorflow_package}=={spec.tf_version}"]
+    environment = {"python_version": python_version, "python_full_version": f"{python_version}.0"}
+    for line in HOST_REQUIREMENTS:
+        requirement = Requirement(line)
+        if requirement.marker is None or requirement.marker.evaluate(environment):
+            requirement.marker = None
+            packages.append(str(requirement))
+    return packages
+
+
+def start_standins(state: SandboxState, state_dir: Path, cache: Path, log: Log) -> None:
+    """Engineer B's stand-ins: the signed NVIDIA repository, the wheelhouse, the HTTP server."""
+    from gpufleet import matrix
+    from gpufleet.sandbox.serve import start_server
+    from gpufleet.sandbox.standins import build_nvidia_repo
+    from gpufleet.sandbox.wheelhouse import ensure_wheelhouse
+
+    os_id, os_version = state.os
+    www = state_dir / "www"
+    repo_distro = matrix.nvidia_repo_distro(os_id, os_version)
+    repo_arch = matrix.nvidia_repo_arch(os.uname().machine)
+    started = time.monotonic()
+    repo = build_nvidia_repo(
+        www, repo_distro=repo_distro, repo_arch=repo_arch, kernel_release=state.kernel_release
+    )
+    log(f"stand-in NVIDIA repository built in {time.monotonic() - started:.1f} s")
+    started = time.monotonic()
+    python_version = image.image_spec(state.image).python_version
+    packages = wheelhouse_packages(python_version)
+    ensure_wheelhouse(www, cache / "wheelhouse", python_version=python_version, packages=packages)
+    log(f"wheelhouse ready in {time.monotonic() - started:.1f} s")
+    state.pids["http_server"] = start_server(
+        www, GATEWAY, HTTP_PORT, state_dir / "log" / "http-server.log"
+    )
+    save_state(state, state_dir)
+    base = f"http://{GATEWAY}:{HTTP_PORT}"
+    state.nvidia_repo_url = f"{base}/nvidia"
+    state.nvidia_repo_key_url = f"{base}/{repo.key_file.relative_to(www).as_posix()}"
+    state.nvidia_repo_key_fingerprint = repo.fingerprint
+    state.pip_index_url = f"{base}/simple"
+
+
+def up(
+    count: int,
+    image_name: str | None = None,
+    *,
+    standins: bool = True,
+    state_dir: Path = STATE_DIR,
+    cache: Path = CACHE_DIR,
+    log: Log = print,
+) -> SandboxState:
+    """Bring up `count` hosts (after cleaning up whatever a crash left); return the new state."""
+    check_host_count(count)
+    check_prerequisites()
+    with procs.exclusive(state_dir / ".lock", "sandbox", log):
+        return _up(count, image_name, standins, state_dir, cache, log)
+
+
+def _up(
+    count: int, image_name: str | None, standins: bool, state_dir: Path, cache: Path, log: Log
+) -> SandboxState:
+    leftovers = _down(state_dir, lambda _m: None)
+    if leftovers:
+        log(f"cleaned up leftovers of an earlier sandbox: {', '.join(leftovers)}")
+    spec = image.choose_image(image_name, log=log)
+    root_image = image.ensure_image(spec, cache, log=log)
+    started = time.monotonic()
+    state = SandboxState(
+        image=spec.name, os=[spec.os_id, spec.os_version], kernel_release=os.uname().release
+    )
+    state_dir.mkdir(parents=True, exist_ok=True)
+    save_state(state, state_dir)  # from here on, `down` can find and stop what we start
+    try:
+        hosts.ensure_client_key(state_dir)
+        network.create_bridge()
+        state.pids["apt_proxy"] = aptproxy.start_apt_proxy(state_dir, cache)
+        save_state(state, state_dir)
+        for index in range(1, count + 1):
+            state.hosts.append(start_host(index, root_image, state_dir))
+            save_state(state, state_dir)
+        hosts.known_hosts_file(state_dir).write_text(
+            "".join(hosts.known_hosts_line(h.name, h.address, state_dir) for h in state.hosts)
+        )
+        deadline = time.monotonic() + SSH_WAIT_S
+        for host in state.hosts:
+            if not wait_for_ssh(host.address, deadline):
+                raise SandboxError(
+                    f"{host.name} ({host.address}) did not answer SSH within {SSH_WAIT_S:.0f} s; "
+                    f"see {state_dir / 'log' / host.name}.log"
+                )
+        log(f"{count} host(s) up and answering SSH in {time.monotonic() - started:.1f} s")
+        if standins:
+            start_standins(state, state_dir, cache, log)
+        else:
+            state.notes.append("started without stand-ins (--no-standins): hosts only")
+        save_state(state, state_dir)
+    except BaseException:
+        _down(state_dir, log)
+        raise
+    return state
+
+
+def down(*, state_dir: Path = STATE_DIR, log: Log = print) -> list[str]:
+    """Stop everything the sandbox started, by PID, and remove its mounts, namespaces and links.
+
+    Works from state.json when there is one, and from what is found on the machine (PID files,
+    mounts under the state directory, gfsb-* namespaces and links) when a crash lost it.
+    Returns what it stopped or removed.
+    """
+    with procs.exclusive(state_dir / ".lock", "sandbox", log):
+        return _down(state_dir, log)
+
+
+def _down(state_dir: Path, log: Log) -> list[str]:
+    stopped: list[str] = []
+    try:
+        state: SandboxState | None = load_state(state_dir)
+    except SandboxError:
+        state = None
+    if state is not None:
+        # Supervisors first: each shuts its host down cleanly and exits; all hosts at once.
+        supervisors = [(host.supervisor_pid, SUPERVISOR_MARKER) for host in state.hosts]
+        stopped += [f"host supervisor {pid}" for pid in procs.stop_pids(supervisors, STOP_WAIT_S)]
+    # A supervisor killed by a crash leaves its systemd-nspawn behind; find it by its PID file.
+    pid_files = sorted((state_dir / "hosts").glob("*/nspawn.pid"))
+    orphans = [(procs.read_pid(pid_file), NSPAWN_MARKER) for pid_file in pid_files]
+    stopped += [f"orphaned systemd-nspawn {pid}" for pid in procs.stop_pids(orphans)]
+    for pid_file in pid_files:
+        pid_file.unlink(missing_ok=True)
+    if state is not None:
+        markers = {"apt_proxy": "apt-cacher-ng", "http_server": "http.server"}
+        for service, pid in state.pids.items():
+            if procs.stop_pid(pid, markers.get(service, str(state_dir)), timeout=10.0):
+                stopped.append(service)
+    # Whatever is still running with our state directory on its command line was started by
+    # a sandbox whose state.json is gone (a crash between start and save, or a deleted file).
+    strays = sandbox_processes(state_dir)
+    stray_pids = procs.stop_pids([(pid, line) for pid, line in strays], timeout=10.0)
+    stopped += [f"stray process {pid}" for pid in stray_pids]
+    stopped += [f"mount {m}" for m in hosts.unmount_all(state_dir)]
+    stopped += network.remove_network()
+    hosts.remove_host_dirs(state_dir)
+    state_file(state_dir).unlink(missing_ok=True)
+    if stopped:
+        log(f"sandbox down: stopped/removed {len(stopped)} item(s)")
+    return stopped
+
+
+def sandbox_processes(state_dir: Path = STATE_DIR) -> list[tuple[int, str]]:
+    """Live processes that belong to a sandbox under `state_dir`: their command lines name
+    both one of the sandbox's programs and a path inside the state directory."""
+    found = []
+    for proc_dir in Path("/proc").iterdir():
+        if not proc_dir.name.isdigit() or int(proc_dir.name) == os.getpid():
+            continue
+        line = procs.cmdline(int(proc_dir.name))
+        if f"{state_dir}/" in line and any(program in line for program in SANDBOX_PROGRAMS):
+            found.append((int(proc_dir.name), line))
+    return found
+
+
+def leftovers(state_dir: Path = STATE_DIR) -> list[str]:
+    """What of a sandbox is still on this machine (empty after a clean `down`)."""
+    found = [f"netns {ns}" for ns in network.sandbox_namespaces()]
+    found += [f"link {link}" for link in network.sandbox_links()]
+    found += [f"mount {m}" for m in hosts.sandbox_mounts(state_dir)]
+    found += [f"process {pid}: {line[:120]}" for pid, line in sandbox_processes(state_dir)]
+    return found

@@ -1,0 +1,73 @@
+"""The pyinfra inventory of a running sandbox: its hosts, and data pointing at the stand-ins."""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+from gpufleet.sandbox.state import SandboxState
+
+# Names a host (or a comma-separated list) that inventories/sandbox.py declares as a GPU server
+# although it has no GPU, so that preflight refuses it ("no NVIDIA GPU on the PCI bus"): the
+# end-to-end tests' bad host among good ones.
+REFUSE_ENV = "GPUFLEET_SANDBOX_REFUSE"
+
+
+def group_data(state: SandboxState) -> dict[str, Any]:
+    """Data of every sandbox host: the deploy's URLs point at the gateway's stand-ins.
+
+    Example::
+
+        group_data(load_state())["pip_index_url"]   # "http://10.231.7.1:8631/simple"
+    """
+    data: dict[str, Any] = {
+        # Sandbox hosts have no GPU on their PCI bus and cannot run CUDA: CPU-only TensorFlow.
+        "gpu_less": True,
+        "python_env": "venv",  # Miniforge cannot be fetched here; the image's python3 can
+        "tensorflow_package": "tensorflow-cpu",
+        "require_cuda_build": False,
+        "reboot": "never",  # tests that exercise reboots override it
+        "min_free_disk_gib": 2,
+    }
+    if state.nvidia_repo_url:
+        data.update(
+            nvidia_repo_url=state.nvidia_repo_url,
+            nvidia_repo_key_url=state.nvidia_repo_key_url,
+            nvidia_repo_key_fingerprint=state.nvidia_repo_key_fingerprint,
+            pip_index_url=state.pip_index_url,
+            pip_trusted_host=state.gateway,  # plain HTTP on a private address
+        )
+    return data
+
+
+def refused_hosts(value: str | None = None) -> set[str]:
+    """Host names from GPUFLEET_SANDBOX_REFUSE (or `value`): ``"gfsb-h4"`` -> ``{"gfsb-h4"}``."""
+    raw = os.environ.get(REFUSE_ENV, "") if value is None else value
+    return {name.strip() for name in raw.split(",") if name.strip()}
+
+
+def host_entries(state: SandboxState, refused: set[str] | None = None) -> list[tuple[str, dict]]:
+    """``(name, host data)`` per host, with how pyinfra reaches it over SSH."""
+    refused = refused_hosts() if refused is None else refused
+    unknown = refused - {host.name for host in state.hosts}
+    if unknown:
+        raise ValueError(
+            f"{REFUSE_ENV} names {', '.join(sorted(unknown))}, which this sandbox does not have "
+            f"(hosts: {', '.join(h.name for h in state.hosts)})"
+        )
+    entries = []
+    for host in state.hosts:
+        data: dict[str, Any] = {
+            "ssh_hostname": host.address,
+            "ssh_port": host.port,
+            "ssh_user": host.user,
+            "ssh_key": host.ssh_key,
+            "ssh_known_hosts_file": host.known_hosts,
+            "ssh_strict_host_key_checking": "yes",  # host keys are generated and known
+            "ssh_allow_agent": False,
+            "ssh_look_for_keys": False,
+        }
+        if host.name in refused:
+            data["gpu_less"] = False  # declared a GPU server: preflight must refuse it
+        entries.append((host.name, data))
+    return entries

@@ -1,0 +1,135 @@
+"""The sandbox fleet's own life: up, SSH, systemd, reboot from inside, crash recovery, down."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import time
+from collections.abc import Iterator
+
+import pytest
+
+from gpufleet.sandbox import fleet, procs
+from gpufleet.sandbox.state import STATE_DIR, load_state
+from tests.integration.conftest import Sandbox, gpufleet, running_sandbox
+
+pytestmark = pytest.mark.integration
+
+
+@pytest.fixture(scope="module")
+def sandbox() -> Iterator[Sandbox]:
+    with running_sandbox(2, standins=False) as running:
+        yield running
+
+
+def _pid1_start(sandbox: Sandbox, host: int) -> str:
+    """Start time of the host's PID 1 in kernel ticks: it changes when, and only when, it boots."""
+    proc = sandbox.ssh(host, "cut -d' ' -f22 /proc/1/stat")
+    assert proc.returncode == 0, proc.stderr
+    return proc.stdout.strip()
+
+
+def test_up_of_two_hosts_takes_seconds(sandbox: Sandbox) -> None:
+    cached = sandbox.image_existed
+    print(f"\nsandbox up, 2 hosts: {sandbox.up_s:.1f} s (image cached before: {cached})")
+    assert [h.name for h in sandbox.state.hosts] == ["gfsb-h1", "gfsb-h2"]
+    if sandbox.image_existed:
+        assert sandbox.up_s < 20
+
+
+def test_each_host_answers_ssh_with_its_own_name_and_known_key(sandbox: Sandbox) -> None:
+    for index, host in enumerate(sandbox.state.hosts):
+        proc = sandbox.ssh(index, "hostname; cat /etc/machine-id")
+        assert proc.returncode == 0, proc.stderr
+        name, machine_id = proc.stdout.split()
+        assert name == host.name
+        assert len(machine_id) == 32
+
+
+def test_systemd_is_init_and_the_system_is_running(sandbox: Sandbox) -> None:
+    for index in range(2):
+        proc = sandbox.ssh(index, "ps -p 1 -o comm=; systemctl is-system-running --wait")
+        assert proc.stdout.split() == ["systemd", "running"], proc.stdout + proc.stderr
+
+
+def test_hosts_reach_the_gateway_and_nothing_else(sandbox: Sandbox) -> None:
+    proc = sandbox.ssh(0, "ip route; ip route get 1.1.1.1 2>&1; ip route get 10.231.7.12")
+    routes = proc.stdout
+    assert "default" not in routes.split("\n")[0]
+    assert "Network is unreachable" in routes
+    assert "dev eth0" in routes
+
+
+def test_os_packages_come_through_the_gateway_apt_proxy(sandbox: Sandbox) -> None:
+    proc = sandbox.ssh(
+        0, "apt-get update -q 2>&1; apt-config dump Acquire::http::Proxy", timeout=300
+    )
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert 'Acquire::http::Proxy "http://10.231.7.1:3142";' in proc.stdout
+    assert "Err:" not in proc.stdout
+
+
+def test_status_reports_every_host_running(sandbox: Sandbox) -> None:
+    proc = gpufleet("sandbox", "status")
+    assert proc.stdout.count(" running ") >= 2
+    assert "apt_proxy" in proc.stdout
+
+
+def test_reboot_from_inside_comes_back(sandbox: Sandbox) -> None:
+    before = _pid1_start(sandbox, 0)
+    sandbox.ssh(0, "touch /root/survives-reboot")
+    started = time.monotonic()
+    sandbox.ssh(0, "systemctl reboot")
+    deadline = started + 60
+    after = before
+    while time.monotonic() < deadline:
+        proc = sandbox.ssh(
+            0, "systemctl is-system-running --wait >/dev/null; cut -d' ' -f22 /proc/1/stat"
+        )
+        if proc.returncode == 0 and proc.stdout.strip() != before:
+            after = proc.stdout.strip()
+            break
+        time.sleep(0.2)
+    round_trip = time.monotonic() - started
+    print(f"\nreboot round trip: {round_trip:.1f} s")
+    assert after != before, "the host did not come back with a new PID 1 within 60 s"
+    # Its boot clock restarted, as a server's does (pyinfra's server.reboot waits for that).
+    uptime = float(sandbox.ssh(0, "cut -d' ' -f1 /proc/uptime").stdout)
+    assert uptime < time.monotonic() - started + 5
+    assert sandbox.ssh(0, "test -e /root/survives-reboot").returncode == 0
+    # The other host was not touched.
+    assert sandbox.ssh(1, "systemctl is-system-running").stdout.strip() == "running"
+
+
+def test_up_after_a_crash_cleans_up_first(sandbox: Sandbox) -> None:
+    state = load_state()
+    orphans = []
+    for host in state.hosts:
+        # A crash: the supervisor dies without shutting its host down; nspawn lives on.
+        nspawn_pid = procs.read_pid(STATE_DIR / "hosts" / host.name / "nspawn.pid")
+        orphans.append(nspawn_pid)
+        assert host.supervisor_pid is not None
+        os.kill(host.supervisor_pid, signal.SIGKILL)
+    # ... and its state file is lost too, so only the machine itself tells what is left.
+    (STATE_DIR / "state.json").unlink()
+    apt_proxy = state.pids["apt_proxy"]
+    time.sleep(0.5)
+    assert all(pid is not None and procs.is_ours(pid, "systemd-nspawn") for pid in orphans)
+    assert fleet.leftovers()
+    proc = gpufleet("sandbox", "up", "--hosts", "2", "--no-standins")
+    assert "cleaned up leftovers" in proc.stdout
+    for pid in [*orphans, apt_proxy]:
+        assert pid is not None and not procs.cmdline(pid), f"pid {pid} survived the clean-up"
+    assert sandbox.ssh(1, "systemctl is-system-running --wait").stdout.strip() == "running"
+
+
+def test_down_leaves_no_namespace_process_or_mount(sandbox: Sandbox) -> None:
+    started = time.monotonic()
+    proc = gpufleet("sandbox", "down")
+    print(f"\nsandbox down, 2 hosts: {time.monotonic() - started:.1f} s")
+    assert "nothing left behind" in proc.stdout
+    netns = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout
+    assert "gfsb-" not in netns
+    assert fleet.leftovers() == []
+    assert gpufleet("sandbox", "status", check=False).returncode == 1
