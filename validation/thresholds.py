@@ -1,9 +1,12 @@
-"""Validation thresholds: defaults by compute capability and GPU model, plus inventory overrides.
+"""Validation thresholds: defaults by compute capability, GPU topology and model, plus overrides.
 
 Example:
     >>> values = load_thresholds((8, 0), "NVIDIA A100-SXM4-80GB", {"xla_speedup_min": 1.2})
     >>> values["xla_speedup_min"], values["allreduce_busbw_min_gbps"]
     (1.2, 205.0)
+    >>> load_thresholds("8.9", "NVIDIA L40S", topology="cross_socket", gpu_count=4)[
+    ...     "allreduce_busbw_min_gbps"]
+    3.0
 
 The values and where each comes from live in thresholds.toml beside this file.
 """
@@ -25,6 +28,21 @@ else:  # pragma: no cover - Python 3.10 hosts
         tomllib = None
 
 DEFAULT_PATH = Path(__file__).with_name("thresholds.toml")
+
+# The GPU interconnect classes that validation/workloads/_topology.py derives from
+# `nvidia-smi topo -m`; [allreduce_topology.<class>] sections may name only these.
+TOPOLOGY_CLASSES = (
+    "nvlink",  # every GPU pair joined by NVLink (NVSwitch baseboards, NVLink-bridged pairs)
+    "nvlink_partial",  # some pairs NVLink, the others PCIe (DGX-1 cube mesh, bridged pairs)
+    "pcie_switch",  # slowest pair PIX/PXB: PCIe switches, not through the CPU
+    "pcie_host_bridge",  # slowest pair PHB/NODE: through the CPU's host bridge(s), one socket
+    "cross_socket",  # slowest pair SYS: across the inter-socket link (QPI/UPI/Infinity Fabric)
+    "single_gpu",
+    "no_gpu",
+    "unknown",  # nvidia-smi or the parser unavailable, or a link word gpufleet does not know
+)
+TOPOLOGY_KEY = "allreduce_busbw_min_gbps"  # the one threshold a topology class sets
+_TOPOLOGY_FIELDS = {TOPOLOGY_KEY, "by_gpu_count"}
 
 
 class ThresholdsError(ValueError):
@@ -53,8 +71,38 @@ def parse_compute_capability(value: str | tuple[int, int] | None) -> tuple[int, 
     return (major, minor)
 
 
+def _check_topology_tables(path: Path, tables: Mapping[str, Any]) -> None:
+    for name, values in tables.items():
+        where = f"{path}: [allreduce_topology.{name}]"
+        if name not in TOPOLOGY_CLASSES:
+            close = difflib.get_close_matches(name, TOPOLOGY_CLASSES, n=1)
+            hint = f"; did you mean {close[0]!r}?" if close else ""
+            raise ThresholdsError(
+                f"{where} is not a topology class{hint} Known: {', '.join(TOPOLOGY_CLASSES)}"
+            )
+        unknown = set(values) - _TOPOLOGY_FIELDS
+        if unknown:
+            raise ThresholdsError(
+                f"{where} sets {sorted(unknown)}; a topology class sets only {TOPOLOGY_KEY} "
+                "and by_gpu_count = { GPUS = GB/s, ... }"
+            )
+        floors = dict(values.get("by_gpu_count", {}))
+        for count in floors:
+            if not count.isdigit() or int(count) < 2:
+                raise ThresholdsError(
+                    f"{where} by_gpu_count key {count!r} is not a GPU count >= 2 "
+                    "(write by_gpu_count = { 8 = 205.0 })"
+                )
+        if TOPOLOGY_KEY in values:
+            floors[TOPOLOGY_KEY] = values[TOPOLOGY_KEY]
+        for key, floor in floors.items():
+            if isinstance(floor, bool) or not isinstance(floor, int | float) or floor < 0:
+                raise ThresholdsError(f"{where} {key} = {floor!r} must be a number of GB/s >= 0")
+
+
 def read_table(path: Path = DEFAULT_PATH) -> dict[str, Any]:
-    """The TOML document, checked: [defaults], [compute_capability.*] and [gpu_model.*] only."""
+    """The TOML document, checked: [defaults], [compute_capability.*], [allreduce_topology.*]
+    and [gpu_model.*] only."""
     if tomllib is None:
         raise ThresholdsError(
             "reading thresholds.toml needs Python >= 3.11 or the 'tomli' package: install tomli "
@@ -66,11 +114,11 @@ def read_table(path: Path = DEFAULT_PATH) -> dict[str, Any]:
         raise ThresholdsError(f"cannot read thresholds file {path}: {exc}") from None
     except tomllib.TOMLDecodeError as exc:
         raise ThresholdsError(f"thresholds file {path} is not valid TOML: {exc}") from None
-    extra = set(document) - {"defaults", "compute_capability", "gpu_model"}
+    extra = set(document) - {"defaults", "compute_capability", "allreduce_topology", "gpu_model"}
     if extra or "defaults" not in document:
         raise ThresholdsError(
-            f'{path}: expected tables [defaults], [compute_capability."X.Y"] and '
-            f'[gpu_model."NAME"]; found {sorted(document)}'
+            f'{path}: expected tables [defaults], [compute_capability."X.Y"], '
+            f'[allreduce_topology.CLASS] and [gpu_model."NAME"]; found {sorted(document)}'
         )
     known = set(document["defaults"])
     for section in ("compute_capability", "gpu_model"):
@@ -81,6 +129,7 @@ def read_table(path: Path = DEFAULT_PATH) -> dict[str, Any]:
                     f'{path}: [{section}."{name}"] sets {sorted(unknown)}, which [defaults] '
                     "does not define; every key needs a default"
                 )
+    _check_topology_tables(path, document.get("allreduce_topology", {}))
     return document
 
 
@@ -104,14 +153,36 @@ def _check_overrides(overrides: Mapping[str, Any], known: Mapping[str, Any]) -> 
     return checked
 
 
+def _topology_floor(
+    document: Mapping[str, Any], topology: str, gpu_count: int | None
+) -> tuple[float, str] | None:
+    """The class's all-reduce floor for ``gpu_count`` GPUs and its source, or None."""
+    if topology not in TOPOLOGY_CLASSES:
+        raise ThresholdsError(
+            f"unknown GPU topology class {topology!r}; known: {', '.join(TOPOLOGY_CLASSES)}"
+        )
+    table = document.get("allreduce_topology", {}).get(topology)
+    if table is None:
+        return None
+    by_count = table.get("by_gpu_count", {})
+    if gpu_count is not None and str(gpu_count) in by_count:
+        return float(by_count[str(gpu_count)]), f"allreduce_topology {topology}, {gpu_count} GPUs"
+    if TOPOLOGY_KEY in table:
+        return float(table[TOPOLOGY_KEY]), f"allreduce_topology {topology}"
+    return None
+
+
 def load_thresholds_with_sources(
     compute_capability: str | tuple[int, int] | None,
     gpu_model: str | None,
     overrides: Mapping[str, Any] | None = None,
     *,
+    topology: str | None = None,
+    gpu_count: int | None = None,
     path: Path = DEFAULT_PATH,
 ) -> tuple[dict[str, float], dict[str, str]]:
-    """Thresholds and, per key, the layer it came from ("defaults", "compute_capability 8.0")."""
+    """Thresholds and, per key, the layer it came from ("defaults", "compute_capability 8.0",
+    "allreduce_topology nvlink, 8 GPUs", "gpu_model NAME", "inventory override")."""
     document = read_table(path)
     values = {key: float(value) for key, value in document["defaults"].items()}
     sources = dict.fromkeys(values, "defaults")
@@ -125,6 +196,10 @@ def load_thresholds_with_sources(
             if tier is not None and tier <= capability:
                 for key, value in document["compute_capability"][name].items():
                     values[key], sources[key] = float(value), f"compute_capability {name}"
+    if topology is not None:
+        found = _topology_floor(document, topology, gpu_count)
+        if found is not None:
+            values[TOPOLOGY_KEY], sources[TOPOLOGY_KEY] = found
     if gpu_model:
         models = {name.lower(): name for name in document.get("gpu_model", {})}
         name = models.get(gpu_model.strip().lower())
@@ -141,9 +216,13 @@ def load_thresholds(
     gpu_model: str | None,
     overrides: Mapping[str, Any] | None = None,
     *,
+    topology: str | None = None,
+    gpu_count: int | None = None,
     path: Path = DEFAULT_PATH,
 ) -> dict[str, float]:
-    """Thresholds for one GPU: defaults, then compute-capability tiers, GPU model, overrides.
+    """Thresholds for one GPU: defaults, then compute-capability tiers, the all-reduce floor of
+    the GPU topology class (``topology`` from TOPOLOGY_CLASSES, for ``gpu_count`` GPUs), the
+    GPU model, and last the inventory's overrides.
 
     ``compute_capability`` and ``gpu_model`` may be None (no GPU): the defaults apply.
     Unknown override keys raise ThresholdsError with the closest known key.
@@ -152,5 +231,7 @@ def load_thresholds(
         >>> load_thresholds("7.0", None)["mixed_precision_fp16_speedup_min"]
         2.0
     """
-    values, _ = load_thresholds_with_sources(compute_capability, gpu_model, overrides, path=path)
+    values, _ = load_thresholds_with_sources(
+        compute_capability, gpu_model, overrides, topology=topology, gpu_count=gpu_count, path=path
+    )
     return values

@@ -97,3 +97,63 @@ def test_every_value_in_the_shipped_file_carries_a_source_comment() -> None:
             above = lines[:index]
             previous = next((p for p in reversed(above) if not re.match(r"^[a-z0-9_]+\s*=", p)), "")
             assert previous.startswith("#"), f"no source comment above: {line}"
+
+
+def test_topology_class_sits_between_compute_capability_and_gpu_model() -> None:
+    values, sources = load_thresholds_with_sources("8.0", None, topology="nvlink", gpu_count=8)
+    assert (values["allreduce_busbw_min_gbps"], sources["allreduce_busbw_min_gbps"]) == (
+        205.0,
+        "allreduce_topology nvlink, 8 GPUs",
+    )
+    four = load_thresholds_with_sources("8.0", None, topology="nvlink", gpu_count=4)
+    assert four[1]["allreduce_busbw_min_gbps"] == "allreduce_topology nvlink"
+    assert (
+        load_thresholds("9.0", "NVIDIA H100 80GB HBM3", topology="pcie_switch")[
+            "allreduce_busbw_min_gbps"
+        ]
+        == 414.0
+    )
+    override = {"allreduce_busbw_min_gbps": 1.0}
+    assert (
+        load_thresholds("8.6", None, override, topology="pcie_switch")["allreduce_busbw_min_gbps"]
+        == 1.0
+    )
+    # Classes without a section keep the layers below; only the all-reduce floor moves.
+    assert load_thresholds("8.0", None, topology="single_gpu") == load_thresholds("8.0", None)
+    with_class = load_thresholds("8.0", None, topology="cross_socket")
+    assert with_class.pop("allreduce_busbw_min_gbps") == 3.0
+    assert with_class == {
+        k: v for k, v in load_thresholds("8.0", None).items() if k != "allreduce_busbw_min_gbps"
+    }
+
+
+def test_every_shipped_topology_floor_is_ordered_by_link_speed() -> None:
+    def floor(topology: str) -> float:
+        return load_thresholds(None, None, topology=topology)["allreduce_busbw_min_gbps"]
+
+    assert floor("nvlink") >= floor("pcie_switch") >= floor("pcie_host_bridge")
+    assert floor("pcie_host_bridge") >= floor("cross_socket") > 0
+    assert floor("no_gpu") == floor("unknown") == 0.0
+
+
+def test_unknown_topology_class_is_refused() -> None:
+    with pytest.raises(ThresholdsError, match="unknown GPU topology class 'nvswich'"):
+        load_thresholds(None, None, topology="nvswich")
+
+
+@pytest.mark.parametrize(
+    ("section", "message"),
+    [
+        ("[allreduce_topology.nvswitch]\nallreduce_busbw_min_gbps = 1.0\n", "did you mean"),
+        ("[allreduce_topology.nvlink]\nxla_speedup_min = 1.0\n", r"sets \['xla_speedup_min'\]"),
+        ("[allreduce_topology.nvlink]\nby_gpu_count = { eight = 1.0 }\n", "not a GPU count"),
+        ("[allreduce_topology.nvlink]\nby_gpu_count = { 1 = 1.0 }\n", "not a GPU count"),
+        ("[allreduce_topology.nvlink]\nallreduce_busbw_min_gbps = -1\n", "GB/s >= 0"),
+        ("[allreduce_topology.nvlink]\nby_gpu_count = { 8 = 'fast' }\n", "GB/s >= 0"),
+    ],
+)
+def test_bad_topology_sections_are_refused(tmp_path: Path, section: str, message: str) -> None:
+    path = tmp_path / "t.toml"
+    path.write_text(f"[defaults]\nallreduce_busbw_min_gbps = 0.0\n{section}")
+    with pytest.raises(ThresholdsError, match=message):
+        load_thresholds(None, None, path=path)

@@ -7,6 +7,8 @@ runs inside one tf.function under MirroredStrategy with NcclAllReduce. algbw = b
 per all-reduce; busbw = algbw * 2(n-1)/n, the nccl-tests definition, so figures compare with
 nccl-tests' and with the floors in thresholds.toml. Correctness: replica i contributes i+1, so
 every element of the sum must equal n(n+1)/2. Without a GPU: two logical CPU devices.
+The floor follows the GPU interconnect class read from ``nvidia-smi topo -m`` (recorded in
+config["topology"]) unless thresholds.toml has one for the GPU model or the inventory sets one.
 """
 
 from __future__ import annotations
@@ -17,7 +19,9 @@ from typing import Any
 import numpy as np
 
 from validation.harness import FAIL, PASS, Verdict, judge_samples
-from validation.workloads._common import Run, main
+from validation.thresholds import TOPOLOGY_KEY, load_thresholds_with_sources
+from validation.workloads._common import Run, _read_overrides, main
+from validation.workloads._topology import GpuTopology, host_topology
 
 MIB = 2**20
 QUICK_CPU: dict[str, Any] = {"sizes_bytes": [4096, 65536, MIB], "chain": 5, "repetitions": 3}
@@ -41,6 +45,21 @@ def bus_bandwidth(algbw: float, ranks: int) -> float:
         175.0
     """
     return algbw * 2 * (ranks - 1) / ranks
+
+
+def choose_floor(run: Run, topology: GpuTopology, ranks: int) -> float:
+    """The busbw floor for this host: thresholds.toml's layers with the topology class, for
+    ``ranks`` GPUs; records the floor and the layer it came from in the document's config."""
+    values, sources = load_thresholds_with_sources(
+        run.compute_capability,
+        run.gpu_model,
+        _read_overrides(getattr(run.args, "thresholds", None)),
+        topology=topology.name,
+        gpu_count=ranks,
+    )
+    run.thresholds[TOPOLOGY_KEY] = values[TOPOLOGY_KEY]
+    run.config.setdefault("threshold_sources", {})[TOPOLOGY_KEY] = sources[TOPOLOGY_KEY]
+    return run.threshold(TOPOLOGY_KEY)
 
 
 def _chained_allreduce(tf: Any, strategy: Any, chain: int) -> Any:
@@ -83,6 +102,13 @@ def body(run: Run) -> None:
         dtype="float32",
         cross_device_ops="NcclAllReduce" if run.has_gpu else "default (CPU)",
     )
+    topology = host_topology(run.has_gpu)
+    run.config["topology"] = topology.to_dict()
+    if run.has_gpu and topology.gpus not in (0, ranks):
+        # CUDA_VISIBLE_DEVICES hides some GPUs: the class is the whole host's, the floor's GPU
+        # count is what TensorFlow uses.
+        run.config["topology"]["note"] = f"nvidia-smi lists {topology.gpus} GPUs, TF uses {ranks}"
+    run.step("topology", f"{topology.name}: {topology.reason}")
 
     def per_replica(elements: int, fill: str) -> Any:
         def value(context: Any) -> Any:
@@ -139,14 +165,14 @@ def body(run: Run) -> None:
     run.metrics["busbw_gbps_by_size"] = {
         str(row["bytes"]): float(np.median(row["busbw_gbps"])) for row in table
     }
-    floor = run.threshold("allreduce_busbw_min_gbps")
+    floor = choose_floor(run, topology, ranks)
     skip = run.speed_not_applicable
     if skip is None and ranks < 2:
         skip = f"all-reduce needs at least 2 GPUs; this host has {ranks}"
     if skip is None and floor <= 0:
         skip = (
-            f"no all-reduce floor for {run.gpu_model}: set allreduce_busbw_min_gbps in the "
-            "inventory's thresholds"
+            f"no all-reduce floor for {ranks}x {run.gpu_model} on topology {topology.name!r}: "
+            "set allreduce_busbw_min_gbps in the inventory's thresholds"
         )
     _, verdict = judge_samples(
         largest["busbw_gbps"],
