@@ -6,7 +6,9 @@
 
 Times the whole command (inventory read, `pyinfra --dry --json --debug`, parsing) without the
 quick validation tier, and, for comparison, the bare `pyinfra INVENTORY DEPLOY --dry --json`.
-Prints one JSON line at the end. Exits 2 when no sandbox is up, saying how to start one.
+Prints one JSON line at the end; when the target is missed, first the stages whose facts cost the
+time (the plan rerun under benchmarks/fact_profile.py). Exits 2 when no sandbox is up, saying
+how to start one.
 """
 
 from __future__ import annotations
@@ -17,12 +19,15 @@ import os
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 from collections import Counter
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
+
+import fact_profile  # noqa: E402  (benchmarks/, beside this script)
 
 from gpufleet.drift import DEFAULT_DEPLOY, pyinfra_command  # noqa: E402
 from gpufleet.sandbox.state import SandboxError, load_state  # noqa: E402
@@ -37,6 +42,20 @@ def timed(command: list[str]) -> tuple[float, subprocess.CompletedProcess[str]]:
         command, capture_output=True, text=True, cwd=ROOT, env=env, stdin=subprocess.DEVNULL
     )
     return time.perf_counter() - start, proc
+
+
+def explain(pyinfra_args: list[str]) -> None:
+    """Rerun the plan with its facts timed per stage; print the stages that cost the most."""
+    handle, name = tempfile.mkstemp(prefix="gpufleet-facts-", suffix=".json")
+    os.close(handle)
+    try:
+        profiler = Path(__file__).resolve().with_name("fact_profile.py")
+        seconds, _ = timed([sys.executable, str(profiler), name, *pyinfra_args])
+        print(f"target missed; where the plan's time goes (profiled rerun, {seconds:.1f} s):")
+        for line in fact_profile.summary(Path(name)):
+            print(line)
+    finally:
+        Path(name).unlink(missing_ok=True)
 
 
 def main() -> int:
@@ -98,6 +117,8 @@ def main() -> int:
     if target is not None:
         result["target_s"] = target
         result["meets_target"] = result["drift_wall_s"]["median"] < target
+        if not result["meets_target"]:
+            explain(plan_cmd[1:] if plan_cmd[0].endswith("pyinfra") else plan_cmd)
     print(json.dumps(result))
     return 0
 

@@ -41,6 +41,7 @@ PAYLOAD_ROOT = Path(__file__).resolve().parent.parent
 NVIDIA_SMI_TIMEOUT_S = 60
 # The suite checks these under load (a matmul on every GPU); a periodic run samples idle.
 UNDER_LOAD_CHECKS = ("clocks_not_throttled_under_load", "pcie_link_at_max_under_load")
+PCI_DEVICES = Path("/sys/bus/pci/devices")
 
 
 class PeriodicError(RuntimeError):
@@ -114,6 +115,19 @@ def _check(name: str, status: str, message: str = "", **figures: Any) -> dict[st
 # ------------------------------------------------------------------------------- GPU health
 
 
+def nvidia_gpus_on_bus() -> int:
+    """NVIDIA display controllers (vendor 0x10de, class 0x03xxxx) in sysfs."""
+    count = 0
+    for device in PCI_DEVICES.glob("*"):
+        try:
+            vendor = (device / "vendor").read_text().strip()
+            pci_class = (device / "class").read_text().strip()
+        except OSError:
+            continue
+        count += vendor == "0x10de" and pci_class.startswith("0x03")
+    return count
+
+
 def gpu_health_checks(
     data: dict[str, Any],
 ) -> tuple[list[dict[str, Any]], dict[str, Any] | None]:
@@ -129,6 +143,12 @@ def gpu_health_checks(
         )
         for name in UNDER_LOAD_CHECKS
     ]
+    if data.get("gpu_less") and not nvidia_gpus_on_bus():
+        # As the suite does: no GPU to check. Only on a host declared GPU-less, so that a GPU
+        # fallen off the bus of a GPU server still fails. The driver's tools may be installed
+        # (nvidia-smi then fails "couldn't communicate with the NVIDIA driver").
+        why = "no GPU: the host is GPU-less (gpu_less) and has no NVIDIA GPU on the PCI bus"
+        return [_check(f"gpu_health::{n}", "skipped", why) for n in names] + under_load, None
     if smi_path is None:
         if data.get("gpu_less") or not expected:
             why = "no GPU: nvidia-smi is not on PATH (no NVIDIA driver); GPU health not checked"

@@ -28,6 +28,8 @@ def group_data(state: SandboxState) -> dict[str, Any]:
         "require_cuda_build": False,
         "reboot": "never",  # tests that exercise reboots override it
         "min_free_disk_gib": 2,
+        # The periodic checks' Prometheus textfile (prometheus-node-exporter, via the apt proxy).
+        "node_exporter": True,
     }
     if state.nvidia_repo_url:
         data.update(

@@ -139,8 +139,12 @@ class HostState:
 
 
 def branch_of_package_version(version: str) -> int | None:
-    """The driver branch a package version names: ``"1:570.195.03-0ubuntu1"`` -> 570, else None."""
-    match = re.match(r"^(?:\d+:)?(\d{3})\.\d+", version)
+    """The driver branch a package version names, else None.
+
+    Driver packages carry the full driver version (``"1:570.195.03-0ubuntu1"`` -> 570); NVIDIA's
+    pinning packages only the branch (``nvidia-driver-pinning-580`` is ``"580-1ubuntu1"`` -> 580).
+    """
+    match = re.match(r"^(?:\d+:)?(\d{3})(?:\.\d+|-|$)", version)
     return int(match.group(1)) if match else None
 
 

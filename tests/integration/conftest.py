@@ -99,6 +99,12 @@ class Sandbox:
         return next(h.address for h in self.state.hosts if h.name == host)
 
 
+# Identifies one boot of a host: systemd-nspawn mounts a fresh random boot ID into the container
+# at each start. (PID 1's start time cannot: the sandbox's time namespace restarts the boot
+# clock at each boot, so PID 1 starts at about the same tick every time.)
+BOOT_ID = "cat /proc/sys/kernel/random/boot_id"
+
+
 @contextmanager
 def running_sandbox(hosts: int, *, standins: bool) -> Iterator[Sandbox]:
     """`gpufleet sandbox up`, yield, then `gpufleet sandbox down` whatever happened."""

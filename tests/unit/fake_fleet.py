@@ -201,11 +201,14 @@ class FakeGpuHost:
 
 def _driver_packages(resolution: matrix.Resolution, nvswitch: bool) -> dict[str, str]:
     names = list(resolution.driver_packages)
-    if resolution.pinning_package:
-        names.append(resolution.pinning_package)
     if nvswitch and resolution.fabricmanager_package:
         names.append(resolution.fabricmanager_package)
-    return {name: f"{resolution.driver_version}-1" for name in names}
+    packages = {name: f"{resolution.driver_version}-1" for name in names}
+    if resolution.pinning_package:
+        # NVIDIA's pinning packages are versioned by the branch alone (SOURCES.md of the
+        # sandbox stand-ins: nvidia-driver-pinning-610=610-2ubuntu1).
+        packages[resolution.pinning_package] = f"{resolution.driver_branch}-1ubuntu1"
+    return packages
 
 
 def _managed_files(

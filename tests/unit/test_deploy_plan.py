@@ -80,6 +80,13 @@ SCENARIOS = {
         marker_branch=570,
         loaded_driver="570.195.03",
     ),
+    # Provisioned on 570 after a change from 580 that left NVIDIA's 580 pinning package behind
+    # (versioned by the branch alone); it would hold nvidia-* at 580.* with priority 1000.
+    "stale-pinning-580": FakeGpuHost(
+        provisioned=True,
+        packages={"nvidia-driver-pinning-580": "580-1ubuntu1"},
+        inventory={"driver_branch": 570},
+    ),
     "no-gpu": FakeGpuHost(gpus=()),
     "centos": FakeGpuHost(os_id="centos", os_version="7"),
     "small-disk": FakeGpuHost(free_gib=10),
@@ -250,6 +257,14 @@ def test_branch_change_removes_the_old_branch_first(fleet_plan):
         "gpufleet driver | NVIDIA driver packages of the locked branch"
     )
     assert removal not in changes["u2204-hgx-h100"]
+
+
+def test_pinning_package_of_another_branch_is_removed(fleet_plan):
+    """Its version ("580-1ubuntu1") names the branch without a driver version."""
+    _, changes = fleet_plan
+    assert changes["stale-pinning-580"] == [
+        "gpufleet driver | remove the previous driver (another branch or a foreign one)"
+    ]
 
 
 def test_allowed_foreign_driver_is_removed(fleet_plan):

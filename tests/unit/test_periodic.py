@@ -179,6 +179,48 @@ def test_driver_gone_fails_gpu_health(tmp_path: Path, replay: Path) -> None:
     assert check["status"] == "fail" and "exited 9" in check["message"]
 
 
+def fake_pci_bus(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, *classes: str) -> None:
+    """A sysfs PCI device folder holding NVIDIA functions of these classes (e.g. 0x030200)."""
+    bus = tmp_path / "pci"
+    for index, pci_class in enumerate(("0x060400", *classes)):
+        device = bus / f"0000:{index:02x}:00.0"
+        device.mkdir(parents=True)
+        (device / "vendor").write_text("0x8086\n" if index == 0 else "0x10de\n")
+        (device / "class").write_text(f"{pci_class}\n")
+    monkeypatch.setattr(periodic, "PCI_DEVICES", bus)
+
+
+def gpu_less_expectations(tmp_path: Path) -> Path:
+    expectations = tmp_path / "e.json"
+    expectations.write_text(
+        json.dumps({"expectations_version": 1, "host_data": {"gpu_less": True}})
+    )
+    return expectations
+
+
+def test_gpu_less_host_without_gpu_skips_gpu_health_with_driver_tools_installed(
+    tmp_path: Path, replay: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    fake_nvidia_smi(tmp_path, None, exit_status=9)  # installed, no driver to talk to
+    fake_pci_bus(tmp_path, monkeypatch, "0x068000")  # an NVSwitch-class function is no GPU
+    args = ("--workloads", "xla", "--expectations", str(gpu_less_expectations(tmp_path)))
+    assert run(tmp_path, replay, *args) == 0
+    checks = {c["name"]: c for c in latest(tmp_path)["checks"]}
+    assert checks["gpu_health::gpu_count"]["status"] == "skipped"
+    assert "no NVIDIA GPU on the PCI bus" in checks["gpu_health::gpu_count"]["message"]
+
+
+def test_gpu_less_host_with_a_gpu_on_the_bus_checks_it(
+    tmp_path: Path, replay: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    fake_nvidia_smi(tmp_path, None, exit_status=9)
+    fake_pci_bus(tmp_path, monkeypatch, "0x030200")
+    args = ("--workloads", "xla", "--expectations", str(gpu_less_expectations(tmp_path)))
+    assert run(tmp_path, replay, *args) == 1
+    check = next(c for c in latest(tmp_path)["checks"] if c["name"] == "gpu_health::gpu_count")
+    assert check["status"] == "fail" and "exited 9" in check["message"]
+
+
 def test_missing_nvidia_smi_fails_when_gpus_are_expected(tmp_path: Path, replay: Path) -> None:
     expectations = tmp_path / "e.json"
     expectations.write_text(json.dumps({"expectations_version": 1, "host_data": {"gpu_count": 8}}))

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from gpufleet.sandbox import aptproxy, hosts, image, network, supervisor
+from gpufleet.sandbox import aptproxy, fleet, hosts, image, network, supervisor
 from gpufleet.sandbox.state import SandboxError
 
 
@@ -99,3 +99,11 @@ def test_wheelhouse_holds_what_the_deploy_installs_for_the_hosts_python() -> Non
     for requirement in HOST_REQUIREMENTS:
         name = requirement.split(";")[0].strip()
         assert name in on_jammy
+
+
+def test_too_few_inotify_instances_for_the_fleet_is_refused_with_the_fix(tmp_path) -> None:
+    limit = tmp_path / "max_user_instances"
+    limit.write_text("128\n")
+    fleet.check_inotify(16, limit)  # 96 needed
+    with pytest.raises(SandboxError, match=r"sysctl -w fs.inotify.max_user_instances=1024"):
+        fleet.check_inotify(32, limit)

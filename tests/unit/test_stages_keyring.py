@@ -57,6 +57,8 @@ def test_key_with_the_expected_fingerprint_is_installed(tmp_path, armored):
             capture_output=True,
         ).stdout
         source.write_bytes(exported)
+        # gpg starts an agent for this home: stop it, as nothing else will.
+        subprocess.run(["gpgconf", "--homedir", str(home), "--kill", "all"], check=False)
     dest = tmp_path / "keyrings" / "nvidia.gpg"
     result = fetch(source.as_uri(), DEBIAN_FINGERPRINT, dest)
     assert result.returncode == 0, result.stderr

@@ -8,7 +8,12 @@ from pathlib import Path
 import pytest
 
 from gpufleet.spec import NodeSpec
-from gpufleet.stages.host_probe import HostState, PciDevice, parse_probe
+from gpufleet.stages.host_probe import (
+    HostState,
+    PciDevice,
+    branch_of_package_version,
+    parse_probe,
+)
 from gpufleet.stages.node import NodePlan
 from gpufleet.stages.preflight import describe, driver_will_change, foreign_driver, refusals
 
@@ -168,3 +173,18 @@ def _sb(**fields) -> NodePlan:
         state=HostState(**{**plan.state.__dict__, "secure_boot": True}),
         resolution=plan.resolution,
     )
+
+
+@pytest.mark.parametrize(
+    ("version", "branch"),
+    [
+        ("1:570.195.03-0ubuntu1", 570),
+        ("580.95.05-1", 580),
+        ("580-1ubuntu1", 580),  # nvidia-driver-pinning-580: versioned by the branch alone
+        ("610-2ubuntu1", 610),
+        ("20151021+13", None),  # Debian's nvidia-kernel-common: not a driver version
+        ("1.0-1", None),
+    ],
+)
+def test_branch_of_package_version(version, branch):
+    assert branch_of_package_version(version) == branch
