@@ -163,11 +163,7 @@ def pip_install_checked(
     if host.get_fact(FileContents, path=stamp) == wanted:
         host.noop(f"{requirement} is installed and checked")
         return
-    index_args: list = []
-    if index_url:
-        index_args += ["--index-url", QuoteString(index_url)]
-    if trusted_host:
-        index_args += ["--trusted-host", QuoteString(trusted_host)]
+    index_args = _index_args(index_url, trusted_host)
     yield StringCommand(
         QuoteString(python),
         "-m pip install --disable-pip-version-check --no-input --constraint",
@@ -215,14 +211,20 @@ def pip_tool(
     if host.get_fact(PathExists, path=executable):
         host.noop(f"{executable} exists")
         return
-    index_args: list = []
-    if index_url:
-        index_args += ["--index-url", QuoteString(index_url)]
-    if trusted_host:
-        index_args += ["--trusted-host", QuoteString(trusted_host)]
+    index_args = _index_args(index_url, trusted_host)
     yield StringCommand(
         QuoteString(python),
         "-m pip install --disable-pip-version-check --no-input",
         *index_args,
         QuoteString(package),
     )
+
+
+def _index_args(index_url: str | HiddenValue | None, trusted_host: str | None) -> list:
+    """pip's ``--index-url`` / ``--trusted-host`` arguments for a mirror, quoted for the shell."""
+    args: list = []
+    if index_url:
+        args += ["--index-url", QuoteString(index_url)]
+    if trusted_host:
+        args += ["--trusted-host", QuoteString(trusted_host)]
+    return args
