@@ -32,11 +32,16 @@ def is_ours(pid: int | None, marker: str) -> bool:
     return marker in cmdline(pid)
 
 
-def start_detached(command: list[str], log: Path, env: dict[str, str] | None = None) -> int:
-    """Start `command` in its own session with output to `log`; it outlives the caller."""
+def spawn_detached(
+    command: list[str], log: Path, env: dict[str, str] | None = None
+) -> subprocess.Popen[bytes]:
+    """Start `command` in its own session with output appended to `log`; it outlives the caller.
+
+    Example: ``proc = spawn_detached(["sleep", "60"], Path("/tmp/sleep.log")); proc.pid``
+    """
     log.parent.mkdir(parents=True, exist_ok=True)
     with open(log, "ab") as out:
-        proc = subprocess.Popen(
+        return subprocess.Popen(
             command,
             stdin=subprocess.DEVNULL,
             stdout=out,
@@ -45,7 +50,11 @@ def start_detached(command: list[str], log: Path, env: dict[str, str] | None = N
             close_fds=True,
             env=env,
         )
-    return proc.pid
+
+
+def start_detached(command: list[str], log: Path, env: dict[str, str] | None = None) -> int:
+    """Like `spawn_detached`, for callers that only keep the PID."""
+    return spawn_detached(command, log, env).pid
 
 
 def wait_gone(pid: int, timeout: float) -> bool:

@@ -5,11 +5,11 @@ from __future__ import annotations
 import os
 import signal
 import socket
-import subprocess
 import sys
 import time
 from pathlib import Path
 
+from gpufleet.sandbox.procs import spawn_detached
 from gpufleet.sandbox.state import SandboxError
 
 _MARKER = "http.server"
@@ -28,7 +28,6 @@ def start_server(www: Path, bind: str, port: int, log: Path, *, ready_timeout: f
             f"{www} is not a directory. Fix: build the repository and wheel index first."
         )
     _check_free(bind, port)
-    log.parent.mkdir(parents=True, exist_ok=True)
     command = [
         sys.executable,
         "-m",
@@ -39,15 +38,7 @@ def start_server(www: Path, bind: str, port: int, log: Path, *, ready_timeout: f
         str(www),
         str(port),
     ]
-    with open(log, "ab") as out:
-        process = subprocess.Popen(
-            command,
-            stdin=subprocess.DEVNULL,
-            stdout=out,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,
-            close_fds=True,
-        )
+    process = spawn_detached(command, log)
     deadline = time.monotonic() + ready_timeout
     while time.monotonic() < deadline:
         if process.poll() is not None:

@@ -18,19 +18,12 @@ from typing import Any
 
 import pytest
 
+from validation.tiers import FULL_WORKLOADS
+
 pytestmark = pytest.mark.workload
 
 ROOT = Path(__file__).resolve().parents[2]
-WORKLOADS = [
-    "mirrored",
-    "mixed_precision",
-    "xla",
-    "input_pipeline",
-    "memory_growth",
-    "allreduce",
-    "gemm",
-    "grad_accumulation",
-]
+WORKLOADS = FULL_WORKLOADS  # every workload there is
 TOP_LEVEL = {
     "workload",
     "schema_version",
