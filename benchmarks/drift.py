@@ -29,7 +29,7 @@ sys.path.insert(0, str(ROOT))
 
 import fact_profile  # noqa: E402  (benchmarks/, beside this script)
 
-from gpufleet.drift import DEFAULT_DEPLOY, pyinfra_command  # noqa: E402
+from gpufleet.drift.plan import DEFAULT_DEPLOY, pyinfra_command  # noqa: E402
 from gpufleet.sandbox.state import SandboxError, load_state  # noqa: E402
 
 TARGET_S = {32: 20.0}  # issue 6 acceptance, on a 2-core machine

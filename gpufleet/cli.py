@@ -13,12 +13,15 @@ from gpufleet import __version__
 # when their subcommand runs, so `gpufleet --help` stays fast and never imports TensorFlow
 # or pyinfra_cli (which monkey-patches the process with gevent).
 SUBCOMMANDS: dict[str, tuple[str, str]] = {
-    "validate": ("gpufleet.validate_cmd", "run the acceptance suite against an inventory"),
-    "drift": ("gpufleet.drift_cmd", "report what differs from the declared state, host by host"),
-    "report": ("gpufleet.report.cmd", "render results JSON into a fleet report"),
-    "sandbox": ("gpufleet.sandbox.cli", "bring the local test fleet up or down (needs root)"),
-    "diagnose": ("gpufleet.diagnose_cmd", "name known GPU/TensorFlow failures in a log"),
-    "matrix": ("gpufleet.matrix_cmd", "resolve TF/CUDA/cuDNN/NCCL/driver versions for a host"),
+    "validate": ("gpufleet.commands.validate", "run the acceptance suite against an inventory"),
+    "drift": (
+        "gpufleet.commands.drift",
+        "report what differs from the declared state, host by host",
+    ),
+    "report": ("gpufleet.commands.report", "render results JSON into a fleet report"),
+    "sandbox": ("gpufleet.commands.sandbox", "bring the local test fleet up or down (needs root)"),
+    "diagnose": ("gpufleet.commands.diagnose", "name known GPU/TensorFlow failures in a log"),
+    "matrix": ("gpufleet.commands.matrix", "resolve TF/CUDA/cuDNN/NCCL/driver versions for a host"),
 }
 
 

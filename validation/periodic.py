@@ -19,12 +19,8 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
-import shutil
 import socket
-import subprocess
 import sys
-import tempfile
 import time
 import uuid
 from collections.abc import Sequence
@@ -32,16 +28,13 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from gpufleet import health
 from gpufleet.report import prometheus
 from gpufleet.report.schema import ResultsSchemaError, new_document, validate_results
-from validation.tiers import FULL_WORKLOADS, TIERS, TIMEOUT_S
-
-PAYLOAD_ROOT = Path(__file__).resolve().parent.parent
-NVIDIA_SMI_TIMEOUT_S = 60
-# The suite checks these under load (a matmul on every GPU); a periodic run samples idle.
-UNDER_LOAD_CHECKS = ("clocks_not_throttled_under_load", "pcie_link_at_max_under_load")
-PCI_DEVICES = Path("/sys/bus/pci/devices")
+from validation.periodic_checks import (
+    gpu_health_checks,
+    run_workload,
+)
+from validation.tiers import FULL_WORKLOADS, TIERS
 
 
 class PeriodicError(RuntimeError):
@@ -100,193 +93,6 @@ def read_expectations(path: Path | None) -> dict[str, Any]:
     if not isinstance(data, dict) or not isinstance(data.get("thresholds", {}), dict):
         raise PeriodicError(f"{path}: host_data and host_data.thresholds must be JSON objects")
     return {"host": str(raw.get("host") or socket.gethostname()), "host_data": data}
-
-
-def _check(name: str, status: str, message: str = "", **figures: Any) -> dict[str, Any]:
-    return {
-        "name": name,
-        "status": status,
-        "message": message,
-        "figures": figures,
-        "duration_s": 0.0,
-    }
-
-
-# ------------------------------------------------------------------------------- GPU health
-
-
-def nvidia_gpus_on_bus() -> int:
-    """NVIDIA display controllers (vendor 0x10de, class 0x03xxxx) in sysfs."""
-    count = 0
-    for device in PCI_DEVICES.glob("*"):
-        try:
-            vendor = (device / "vendor").read_text().strip()
-            pci_class = (device / "class").read_text().strip()
-        except OSError:
-            continue
-        count += vendor == "0x10de" and pci_class.startswith("0x03")
-    return count
-
-
-def gpu_health_checks(
-    data: dict[str, Any],
-) -> tuple[list[dict[str, Any]], dict[str, Any] | None]:
-    """The suite's idle GPU health checks from ``nvidia-smi -q -x``, and the gpu_health section."""
-    names = ("gpu_count", "no_uncorrectable_ecc", "no_row_remap_pending_or_failed")
-    expected = data.get("gpu_count")
-    smi_path = shutil.which("nvidia-smi")
-    under_load = [
-        _check(
-            f"gpu_health::{name}",
-            "skipped",
-            "checked under load by `gpufleet validate`; the periodic run samples idle GPUs",
-        )
-        for name in UNDER_LOAD_CHECKS
-    ]
-    if data.get("gpu_less") and not nvidia_gpus_on_bus():
-        # As the suite does: no GPU to check. Only on a host declared GPU-less, so that a GPU
-        # fallen off the bus of a GPU server still fails. The driver's tools may be installed
-        # (nvidia-smi then fails "couldn't communicate with the NVIDIA driver").
-        why = "no GPU: the host is GPU-less (gpu_less) and has no NVIDIA GPU on the PCI bus"
-        return [_check(f"gpu_health::{n}", "skipped", why) for n in names] + under_load, None
-    if smi_path is None:
-        if data.get("gpu_less") or not expected:
-            why = "no GPU: nvidia-smi is not on PATH (no NVIDIA driver); GPU health not checked"
-            return [_check(f"gpu_health::{n}", "skipped", why) for n in names] + under_load, None
-        why = f"nvidia-smi is not on PATH, but {expected} GPU(s) are expected: is the driver in?"
-        return [_check(f"gpu_health::{n}", "fail", why) for n in names] + under_load, None
-    try:
-        proc = subprocess.run(
-            [smi_path, "-q", "-x"],
-            capture_output=True,
-            text=True,
-            timeout=NVIDIA_SMI_TIMEOUT_S,
-            check=False,
-        )
-        if proc.returncode != 0:
-            raise RuntimeError(
-                f"nvidia-smi -q -x exited {proc.returncode}: "
-                f"{(proc.stdout + proc.stderr).strip()[:300]}"
-            )
-        from gpufleet.parsers import parse_nvidia_smi_xml
-
-        smi = parse_nvidia_smi_xml(proc.stdout)
-    except (RuntimeError, ValueError, subprocess.TimeoutExpired, OSError) as exc:
-        why = f"GPU health unknown: {exc}"
-        return [_check(f"gpu_health::{n}", "fail", why) for n in names] + under_load, None
-    findings = health.evaluate_idle(smi, expected)
-    section = {
-        "gpus": health.gpu_summary(smi),
-        "findings": [f.to_dict() for f in findings],
-        "driver_version": health.field_of(smi, "driver_version"),
-        "cuda_version": health.field_of(smi, "cuda_version"),
-    }
-    checks = []
-    for name, finding_check in zip(names, ("gpu_count", "ecc", "row_remap"), strict=True):
-        bad = health.failures(findings, finding_check)
-        seen = [f.message for f in findings if f.check == finding_check]
-        checks.append(
-            _check(
-                f"gpu_health::{name}",
-                "fail" if bad else "pass",
-                "; ".join(f.message for f in bad),
-                findings=seen,
-                **({"nvidia_smi": len(section["gpus"])} if name == "gpu_count" else {}),
-            )
-        )
-    return checks + under_load, section
-
-
-# -------------------------------------------------------------------------------- workloads
-
-
-def workload_command(
-    name: str, *, python: str, json_path: Path, quick: bool, thresholds: dict[str, Any]
-) -> list[str]:
-    """The argv of one workload run, e.g. ``[python, "-m", "validation.workloads.xla", ...]``."""
-    command = [python, "-m", f"validation.workloads.{name}", "--json", str(json_path)]
-    if quick:
-        command.append("--quick")
-    if thresholds:
-        command += ["--thresholds", json.dumps(thresholds)]
-    return command
-
-
-def judge_workload(name: str, doc: dict[str, Any]) -> dict[str, Any]:
-    """The check for one workload document, as the suite's test_workload decides it."""
-    verdict = doc.get("verdict") or {}
-    status, reason = str(verdict.get("status")), str(verdict.get("reason", ""))
-    figures = dict(doc.get("metrics") or {})
-    failed = [
-        f"{c.get('name')}: {c.get('reason')}"
-        for c in doc.get("checks") or ()
-        if c.get("status") == "fail"
-    ]
-    if failed:
-        return _check(f"workloads::{name}", "fail", f"{name}: " + "; ".join(failed), **figures)
-    mapped = {
-        "pass": ("pass", reason),
-        "fail": ("fail", f"{name}: {reason}"),
-        "inconclusive": ("inconclusive", f"inconclusive: {reason}"),
-        "not_applicable": ("skipped", f"not applicable: {reason}"),
-    }
-    state, message = mapped.get(status, ("error", f"{name}: unknown verdict {status!r}"))
-    return _check(f"workloads::{name}", state, message, **figures)
-
-
-def run_workload(
-    name: str, *, args: argparse.Namespace, thresholds: dict[str, Any], log_dir: Path
-) -> tuple[dict[str, Any], dict[str, Any] | None]:
-    """Run one workload in a subprocess; its check and (when it printed one) its document."""
-    timeout = args.timeout or TIMEOUT_S[args.tier]
-    env = {**os.environ, "PYTHONPATH": str(PAYLOAD_ROOT), "TF_CPP_MIN_LOG_LEVEL": "2"}
-    log_path = log_dir / f"{name}.log"
-    started = time.monotonic()
-    with tempfile.TemporaryDirectory(prefix="gpufleet-periodic-") as tmp:
-        json_path = Path(tmp) / f"{name}.json"
-        command = workload_command(
-            name,
-            python=args.python,
-            json_path=json_path,
-            quick=args.tier == "quick",
-            thresholds=thresholds,
-        )
-        with log_path.open("w") as log:
-            try:
-                proc = subprocess.run(
-                    command,
-                    stdout=subprocess.DEVNULL,
-                    stderr=log,
-                    cwd=PAYLOAD_ROOT,
-                    env=env,
-                    timeout=timeout,
-                    check=False,
-                )
-                rc: int | str = proc.returncode
-            except subprocess.TimeoutExpired:
-                rc = f"killed after {timeout} s"
-            except OSError as exc:
-                rc = f"could not start {args.python}: {exc}"
-        try:
-            doc = json.loads(json_path.read_text())
-        except (OSError, json.JSONDecodeError):
-            doc = None
-    duration = round(time.monotonic() - started, 3)
-    if not isinstance(doc, dict) or "verdict" not in doc:
-        tail = "\n".join(log_path.read_text(errors="replace").strip().splitlines()[-6:])
-        check = _check(
-            f"workloads::{name}",
-            "error",
-            f"{name} wrote no JSON document (exit {rc}); log {log_path}:\n{tail}",
-        )
-        check["duration_s"] = duration
-        return check, None
-    check = judge_workload(name, doc)
-    check["duration_s"] = duration
-    return check, doc
-
-
-# ----------------------------------------------------------------------------- the results
 
 
 def _write_json(path: Path, document: dict[str, Any]) -> None:

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from gpufleet import matrix
-from gpufleet.drivers import branch_of, version_tuple
+from gpufleet.matrix.drivers import branch_of, version_tuple
 from validation.hostinfo import (
     GPU_LESS_DRIVER_REASON,
     GPU_SKIP_PREFIX,

@@ -3,7 +3,7 @@
 Layout (what ``gpufleet validate --results-dir DIR`` writes, plus the optional files)::
 
     DIR/<host>/<run_id>.json     one results document per run
-    DIR/<host>/baseline.json     the host's baseline (gpufleet.baseline)
+    DIR/<host>/baseline.json     the host's baseline (gpufleet.validate.baseline)
     DIR/<host>/drift.json        optional: gpufleet drift's {"changes": ["libnccl2 no longer
                                  held", ...], ...} (or a bare list of changes)
     DIR/junit/                   JUnit XML, ignored here
@@ -19,9 +19,9 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from gpufleet import baseline as baselines
 from gpufleet.report.figures import Figure, figures_of
 from gpufleet.report.schema import ResultsSchemaError, validate_results
+from gpufleet.validate import baseline as baselines
 
 NOT_RUNS = frozenset({baselines.BASELINE_NAME, "drift.json", "latest.json", "state.json"})
 IGNORED_DIRS = frozenset({"junit"})

@@ -16,7 +16,7 @@ STATUS_STYLES = {
     "skipped": "dim",
     "inconclusive": "yellow",
 }
-# A run against its host's baseline (gpufleet.baseline), as `gpufleet validate` notes it.
+# A run against its host's baseline (gpufleet.validate.baseline), as `gpufleet validate` notes it.
 BASELINE_STYLES = {"new": "cyan", "ok": "green", "regressed": "yellow", "error": "magenta"}
 # At most this many figures per check in the table; the results JSON keeps them all.
 MAX_FIGURES = 4

@@ -7,7 +7,7 @@ import re
 from pyinfra.api import deploy
 from pyinfra.operations import server, systemd
 
-from gpufleet.apt_names import fabricmanager_package_name
+from gpufleet.matrix.apt_names import fabricmanager_package_name
 from gpufleet.operations import apt as gpufleet_apt
 from gpufleet.operations import files as gpufleet_files
 from gpufleet.operations import kernel

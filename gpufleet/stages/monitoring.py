@@ -12,7 +12,6 @@ from pyinfra import host
 from pyinfra.api import DeployError, OperationError, QuoteString, StringCommand, deploy, operation
 from pyinfra.operations import systemd
 
-from gpufleet import baseline
 from gpufleet.operations import apt as gpufleet_apt
 from gpufleet.operations import files as gpufleet_files
 from gpufleet.operations.probes import FileDigest
@@ -22,6 +21,7 @@ from gpufleet.stages.node import NodePlan, node_plan
 from gpufleet.stages.python_env import WRAPPER
 from gpufleet.stages.validation_payload import payload_paths
 from gpufleet.templates import render
+from gpufleet.validate import baseline
 
 SERVICE = "gpufleet-periodic.service"
 TIMER = "gpufleet-periodic.timer"
@@ -220,7 +220,7 @@ def _enabled_and(unit: str, running: str) -> None:
 def baseline_to_host(results_dir: str = "results"):
     """
     Copy this host's baseline (``RESULTS_DIR/<host>/baseline.json`` on the control node, see
-    gpufleet.baseline) to ``/var/lib/gpufleet/baseline.json`` on the host; nothing when the
+    gpufleet.validate.baseline) to ``/var/lib/gpufleet/baseline.json`` on the host; nothing when the
     host has no baseline yet.
 
     .. code:: python

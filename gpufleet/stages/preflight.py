@@ -8,8 +8,8 @@ from pyinfra import host, logger, state
 from pyinfra.api import deploy
 from pyinfra.context import ctx_host
 
-from gpufleet.drivers import version_tuple
 from gpufleet.matrix import GpuModel, gpu_by_device_id
+from gpufleet.matrix.drivers import version_tuple
 from gpufleet.stages.node import NodePlan, node_plan
 
 

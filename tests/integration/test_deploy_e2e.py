@@ -26,13 +26,13 @@ import pytest
 import testinfra
 from prometheus_client.parser import text_string_to_metric_families
 
-from gpufleet import baseline
 from gpufleet.report.schema import validate_results
 from gpufleet.sandbox.inventory import REFUSE_ENV, group_data
 from gpufleet.sandbox.state import STATE_DIR
 from gpufleet.spec import NodeSpec
 from gpufleet.stages import monitoring
 from gpufleet.stages.host_probe import DRIVER_MARKER
+from gpufleet.validate import baseline
 from tests.integration.conftest import BOOT_ID, REPO, Sandbox, gpufleet, running_sandbox
 from validation.tiers import QUICK_WORKLOADS
 

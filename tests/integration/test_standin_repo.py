@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from gpufleet.drivers import DRIVER_BRANCHES
+from gpufleet.matrix.drivers import DRIVER_BRANCHES
 from gpufleet.sandbox.serve import start_server, stop_server
 from gpufleet.sandbox.standins import RepoInfo, build_nvidia_repo
 

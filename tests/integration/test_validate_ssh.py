@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from gpufleet import validate_cmd
+from gpufleet.commands import validate as validate_cmd
 from gpufleet.report.schema import validate_results
 
 pytestmark = pytest.mark.integration

@@ -1,4 +1,4 @@
-"""gpufleet.baseline: the first passing full run is kept; later falls beyond the margin flagged."""
+"""validate.baseline: the first passing full run is kept; later falls beyond the margin flagged."""
 
 from __future__ import annotations
 
@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from gpufleet import baseline
-from gpufleet.validate_cmd import safe_name
+from gpufleet.validate import baseline
+from gpufleet.validate.results import safe_name
 from tests.unit import fleet_factory as ff
 
 

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from gpufleet import cli
-from gpufleet.diagnose_cmd import main
+from gpufleet.commands.diagnose import main
 from gpufleet.parsers import diagnose
 from gpufleet.parsers.diagnosis import DIAGNOSIS_CODES, SEVERITIES
 

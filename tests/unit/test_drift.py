@@ -12,8 +12,9 @@ from typing import Any
 
 import pytest
 
-from gpufleet import drift_cmd
-from gpufleet.drift import (
+from gpufleet.commands import drift as drift_cmd
+from gpufleet.drift import check as drift_check
+from gpufleet.drift.plan import (
     DriftError,
     DriftReport,
     HostDrift,
@@ -25,8 +26,8 @@ from gpufleet.drift import (
     parse_stderr,
     plan_command,
 )
-from gpufleet.drift_sentences import conditional_sentence, operation_part, sentence_for
-from gpufleet.drift_validation import read_documents, run_id_of, validate_command
+from gpufleet.drift.sentences import conditional_sentence, operation_part, sentence_for
+from gpufleet.drift.validation import read_documents, run_id_of, validate_command
 from gpufleet.report.fleet import read_drift
 from gpufleet.report.schema import new_document
 
@@ -132,7 +133,7 @@ def test_mistyped_inventory_plans_nothing_and_exits_zero_so_drift_must_check_hos
     hosts, run = recorded("mistyped_inventory")
     assert hosts == [] and run.returncode == 0 and parse_plan(run.stdout) == []
     assert "is neither an inventory file" in run.stderr
-    # This is why drift_cmd reads the inventory's hosts before planning: see the e2e tests.
+    # This is why gpufleet drift reads the inventory's hosts before planning: see the e2e tests.
     assert build_report(hosts, run).hosts == {}
 
 
@@ -398,7 +399,7 @@ def test_real_quick_tier_results_merge_into_the_report():
 
 def test_drift_json_is_what_the_fleet_report_reads(tmp_path):
     report = report_of("gpu_node_fake_fleet")
-    paths = drift_cmd.write_drift_files(report, tmp_path)
+    paths = drift_check.write_drift_files(report, tmp_path)
     assert len(paths) == 4
     folder = tmp_path / "@fake_gpu-unheld-nccl-persistenced-dead"
     read = read_drift(folder / "drift.json")

@@ -9,10 +9,10 @@ from pathlib import Path
 
 import pytest
 
-from gpufleet.baseline import record_run
-from gpufleet.report import cmd
+from gpufleet.commands import report as cmd
 from gpufleet.report.fleet import load_fleet, summary
 from gpufleet.report.html import render_html
+from gpufleet.validate.baseline import record_run
 from tests.unit import fleet_factory as ff
 from tests.unit.chromium import Chromium, find_chromium
 

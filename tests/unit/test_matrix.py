@@ -7,8 +7,6 @@ from pathlib import Path
 
 import pytest
 
-from gpufleet.apt_names import nccl_build_for
-from gpufleet.drivers import version_tuple
 from gpufleet.matrix import (
     CUDA_MIN_DRIVER,
     DRIVER_BRANCHES,
@@ -21,6 +19,8 @@ from gpufleet.matrix import (
     nvidia_repo_distro,
     resolve,
 )
+from gpufleet.matrix.apt_names import nccl_build_for
+from gpufleet.matrix.drivers import version_tuple
 
 H100 = "2330"
 A100 = "20b2"

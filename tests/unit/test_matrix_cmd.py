@@ -7,7 +7,7 @@ import json
 import pytest
 
 from gpufleet.cli import main as gpufleet_main
-from gpufleet.matrix_cmd import main
+from gpufleet.commands.matrix import main
 
 
 def test_resolves_h100(capsys):

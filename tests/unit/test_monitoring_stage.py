@@ -19,9 +19,9 @@ from typing import Any
 
 import pytest
 
-from gpufleet.baseline import record_run
 from gpufleet.spec import NodeSpec
 from gpufleet.stages import monitoring
+from gpufleet.validate.baseline import record_run
 from tests.unit import fleet_factory as ff
 from tests.unit.fake_fleet import FakeGpuHost, root, write_inventory
 

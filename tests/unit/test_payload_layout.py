@@ -29,13 +29,14 @@ BLOCKED = ("pyinfra", "rich", "jinja2", "markupsafe", "matplotlib", "gevent", "c
 # What validation/periodic.py imports, directly or when it runs.
 HOST_MODULES = (
     "validation.periodic",
+    "validation.periodic_checks",
     "gpufleet.health",
     "gpufleet.parsers",
     "gpufleet.report.schema",
     "gpufleet.report.prometheus",
     "gpufleet.report.figures",
     "gpufleet.report.fleet",
-    "gpufleet.baseline",
+    "gpufleet.validate.baseline",
     "validation.thresholds",
 )
 

@@ -17,7 +17,7 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from gpufleet.report.schema import validate_results
-from validation import periodic
+from validation import periodic, periodic_checks
 from validation.tiers import QUICK_WORKLOADS
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -187,7 +187,7 @@ def fake_pci_bus(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, *classes: str)
         device.mkdir(parents=True)
         (device / "vendor").write_text("0x8086\n" if index == 0 else "0x10de\n")
         (device / "class").write_text(f"{pci_class}\n")
-    monkeypatch.setattr(periodic, "PCI_DEVICES", bus)
+    monkeypatch.setattr(periodic_checks, "PCI_DEVICES", bus)
 
 
 def gpu_less_expectations(tmp_path: Path) -> Path:
@@ -276,7 +276,7 @@ def test_real_workload_on_this_machine(tmp_path: Path) -> None:
 def test_runs_on_a_host_without_the_control_node_packages() -> None:
     """The hosts' environments have TensorFlow, not pyinfra, rich, jinja2 or pytest."""
     probe = (
-        "import sys, validation.periodic, gpufleet.baseline, gpufleet.parsers.nvidia_smi\n"
+        "import sys, validation.periodic, gpufleet.validate.baseline, gpufleet.parsers.nvidia_smi\n"
         "heavy = {'pyinfra', 'rich', 'jinja2', 'pytest', 'matplotlib', 'tensorflow'}\n"
         "print(sorted({m.split('.')[0] for m in sys.modules} & heavy))"
     )

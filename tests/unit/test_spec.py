@@ -7,9 +7,9 @@ import dataclasses
 import pytest
 from pyinfra.api import Config, HiddenValue, Inventory, State
 
-from gpufleet import spec as spec_module
 from gpufleet.matrix import MatrixError
 from gpufleet.spec import KEY_DOCS, NodeSpec, SpecError, defaults, spec_for_host
+from gpufleet.spec import model as spec_module
 
 
 def error_of(data: dict) -> str:

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from gpufleet import matrix
-from gpufleet.drivers import DRIVER_BRANCHES
+from gpufleet.matrix.drivers import DRIVER_BRANCHES
 from gpufleet.sandbox.standins import build_nvidia_repo
 from gpufleet.sandbox.standins.catalog import cuda_packages, linux_headers, standin_packages
 from gpufleet.sandbox.standins.debs import build_deb

@@ -8,10 +8,12 @@ from pathlib import Path
 
 import pytest
 
-from gpufleet import validate_cmd
+from gpufleet.commands import validate as validate_cmd
 from gpufleet.inventory import InventoryError, host_from_dict, parse_debug_inventory
 from gpufleet.report.schema import new_document, validate_results
-from gpufleet.validate_ssh import host_block, hostspec_for, ssh_config_text
+from gpufleet.validate import results, runner
+from gpufleet.validate.hostrun import HostRun
+from gpufleet.validate.ssh import host_block, hostspec_for, ssh_config_text
 
 INVENTORIES = Path(__file__).resolve().parent.parent / "fixtures" / "inventories"
 
@@ -41,10 +43,10 @@ def doc(status_of_checks=(), run_error=None):
 
 
 def test_exit_status():
-    assert validate_cmd.exit_status([doc(["pass", "skipped", "inconclusive"])]) == 0
-    assert validate_cmd.exit_status([doc(["pass"]), doc(["fail"])]) == 1
-    assert validate_cmd.exit_status([doc(["fail"]), doc(run_error="unreachable")]) == 2
-    assert validate_cmd.exit_status([doc(["error"])]) == 1
+    assert results.exit_status([doc(["pass", "skipped", "inconclusive"])]) == 0
+    assert results.exit_status([doc(["pass"]), doc(["fail"])]) == 1
+    assert results.exit_status([doc(["fail"]), doc(run_error="unreachable")]) == 2
+    assert results.exit_status([doc(["error"])]) == 1
 
 
 def test_missing_inventory_exits_2(tmp_path, capsys):
@@ -109,19 +111,15 @@ def test_local_run_end_to_end(tmp_path, capsys):
 
 def test_expectations_for_local_and_ssh_hosts():
     gpu_a, *_rest, local = sample_hosts()
-    exp = validate_cmd.expectations_for(
-        gpu_a, tier="full", run_id="r1", python=None, payload_dir=None
-    )
+    exp = runner.expectations_for(gpu_a, tier="full", run_id="r1", python=None, payload_dir=None)
     assert exp["host"] == "gpu-a" and exp["tier"] == "full" and exp["python"] is None
     # What the validation_payload stage installs (validation/ and gpufleet/ under current).
     assert exp["payload_dir"] == "/opt/gpufleet/validation/current"
     # pyinfra's ssh_* and the user's x_ keys stay out of the spec data.
     assert exp["host_data"] == {"driver_branch": 580, "tf_version": "2.21.0"}
     assert exp["target"] == "ssh://ops@10.0.0.5:2222"
-    exp = validate_cmd.expectations_for(
-        local, tier="quick", run_id="r1", python=None, payload_dir=None
-    )
-    assert exp["python"] and exp["payload_dir"] == str(validate_cmd.SUITE_DIR.parent)
+    exp = runner.expectations_for(local, tier="quick", run_id="r1", python=None, payload_dir=None)
+    assert exp["python"] and exp["payload_dir"] == str(runner.SUITE_DIR.parent)
 
 
 def test_ssh_config_from_inventory(tmp_path):
@@ -158,37 +156,37 @@ def test_ssh_settings_from_data(tmp_path):
 
 def test_pytest_command(tmp_path):
     gpu_a, *_rest, local = sample_hosts()
-    run = validate_cmd.HostRun(
+    run = HostRun(
         gpu_a, "gpufleet-000", tmp_path / "e", tmp_path / "r", tmp_path / "j", tmp_path / "l"
     )
-    command = validate_cmd.pytest_command(
+    command = runner.pytest_command(
         run, tier="quick", run_id="r1", ssh_config=tmp_path / "cfg", select="host_state"
     )
     assert "--hosts=ssh://gpufleet-000" in command
     assert f"--ssh-config={tmp_path / 'cfg'}" in command
     assert command[-2:] == ["-k", "host_state"] and "junit_suite_name=gpu-a" in command
     run.host = local
-    command = validate_cmd.pytest_command(run, tier="quick", run_id="r1", ssh_config=None)
+    command = runner.pytest_command(run, tier="quick", run_id="r1", ssh_config=None)
     assert "--hosts=local://" in command and not any("ssh-config" in c for c in command)
 
 
 def test_baselines_are_recorded_and_later_runs_compared(tmp_path):
     from rich.console import Console
 
-    from gpufleet.baseline import baseline_path
     from gpufleet.report.terminal import print_report
+    from gpufleet.validate.baseline import baseline_path
     from tests.unit import fleet_factory as ff
 
     first = ff.document("gpu-a", started_at=ff.when(1), workloads=ff.gpu_workloads())
     quick = ff.document("gpu-b", started_at=ff.when(1), workloads=ff.gpu_workloads(), tier="quick")
-    notes = validate_cmd.baseline_notes(tmp_path, [first, quick])
+    notes = results.baseline_notes(tmp_path, [first, quick])
     assert [n["state"] for n in notes] == ["new", "none"]  # a quick run is never a baseline
     assert baseline_path(tmp_path, "gpu-a").is_file()
     assert not baseline_path(tmp_path, "gpu-b").exists()
 
     slower = ff.document("gpu-a", started_at=ff.when(2), workloads=ff.gpu_workloads(scale=0.7))
     same = ff.document("gpu-a", started_at=ff.when(3), workloads=ff.gpu_workloads())
-    notes = validate_cmd.baseline_notes(tmp_path, [slower, same])
+    notes = results.baseline_notes(tmp_path, [slower, same])
     assert notes[0]["state"] == "regressed"
     assert any("fell 30 %" in line for line in notes[0]["lines"]), notes[0]["lines"]
     assert notes[1] == {"state": "ok", "lines": []}
@@ -203,12 +201,12 @@ def test_baselines_are_recorded_and_later_runs_compared(tmp_path):
 
 
 def test_unreadable_baseline_is_reported_not_fatal(tmp_path):
-    from gpufleet.baseline import baseline_path
+    from gpufleet.validate.baseline import baseline_path
     from tests.unit import fleet_factory as ff
 
     path = baseline_path(tmp_path, "gpu-a")
     path.parent.mkdir(parents=True)
     path.write_text("{not json")
     doc = ff.document("gpu-a", started_at=ff.when(1), workloads=ff.gpu_workloads())
-    (note,) = validate_cmd.baseline_notes(tmp_path, [doc])
+    (note,) = results.baseline_notes(tmp_path, [doc])
     assert note["state"] == "error" and "delete it" in note["lines"][0]

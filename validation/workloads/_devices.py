@@ -3,12 +3,9 @@
 from __future__ import annotations
 
 import os
-from typing import TYPE_CHECKING
 
 from validation.harness import FAIL, PASS, Verdict
-
-if TYPE_CHECKING:
-    from validation.workloads._common import Run
+from validation.workloads._run import Run
 
 
 def nvml_index(tf_index: int) -> int:

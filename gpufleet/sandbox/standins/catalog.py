@@ -190,7 +190,7 @@ def _runtime_and_dev(
     if len(specs) != 2 or not all("=" in spec for spec in specs):
         raise StandinError(
             f"expected a pinned runtime and dev package from the matrix, got {list(specs)}. Fix: "
-            "give the versions in gpufleet/apt_names.py so the stand-ins carry them."
+            "give the versions in gpufleet/matrix/apt_names.py so the stand-ins carry them."
         )
     (run_name, run_version), (dev_name, dev_version) = (_spec(s, "") for s in specs)
     return [

@@ -11,7 +11,7 @@ the old branch's packages instead of installing both. Sources: SOURCES.md beside
 
 from __future__ import annotations
 
-from gpufleet.drivers import DRIVER_BRANCHES
+from gpufleet.matrix.drivers import DRIVER_BRANCHES
 from gpufleet.sandbox.standins.model import STANDIN, StandinFile, StandinPackage, render
 
 

@@ -1,15 +1,4 @@
-"""`gpufleet drift INVENTORY`: what differs from the declared state, host by host.
-
-Example::
-
-    gpufleet drift inventories/prod.py                  # plan + quick validation tier
-    gpufleet drift inventories/sandbox.py --no-validation --json
-    gpufleet drift inventories/prod.py --results-dir results/   # also DIR/<host>/drift.json
-
-Exit status: 0 every host is as declared, 1 some host drifted (a pending change or a failed
-quick check), 2 some host could not be checked (unreachable, failed while planning, bad
-inventory), with the reason.
-"""
+"""Drift checking as `gpufleet drift` runs it: plan and validation side by side, then the report."""
 
 from __future__ import annotations
 
@@ -24,50 +13,11 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
-from gpufleet.drift import DEFAULT_DEPLOY, DriftError, DriftReport, build_report, run_plan
+from gpufleet.drift.plan import DriftError, DriftReport, build_report, merge_validation, run_plan
+from gpufleet.drift.validation import run_validation
 from gpufleet.inventory import InventoryError, read_debug_inventory
 
 STATUS_STYLE = {"clean": "green", "drift": "yellow", "unreachable": "red", "error": "red"}
-
-
-def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
-        prog="gpufleet drift",
-        description="Report, host by host, what the deploy would change and which quick "
-        "checks fail. Runs `pyinfra INVENTORY DEPLOY --dry --json`: nothing is changed.",
-    )
-    parser.add_argument("inventory", help="pyinfra inventory: a file, host names, or @local")
-    parser.add_argument(
-        "--deploy",
-        default=str(DEFAULT_DEPLOY),
-        metavar="PATH",
-        help="the deploy that declares the state (default: deploy/gpu_node.py)",
-    )
-    parser.add_argument(
-        "--limit", action="append", default=[], metavar="HOST", help="host or group (glob)"
-    )
-    validation = parser.add_mutually_exclusive_group()
-    validation.add_argument(
-        "--with-validation",
-        dest="validation",
-        action="store_true",
-        default=True,
-        help="also run the quick validation tier and report its failures (default)",
-    )
-    validation.add_argument(
-        "--no-validation", dest="validation", action="store_false", help="plan only"
-    )
-    parser.add_argument("--json", action="store_true", help="print a machine-readable report")
-    parser.add_argument(
-        "--results-dir",
-        type=Path,
-        metavar="DIR",
-        help="write DIR/<host>/drift.json (and keep the validation results there)",
-    )
-    parser.add_argument(
-        "--timeout", type=float, default=900.0, metavar="S", help="limit for the pyinfra plan"
-    )
-    return parser
 
 
 def inventory_hosts(inventory: str, limits: Sequence[str]) -> list[str]:
@@ -97,9 +47,6 @@ def check(args: argparse.Namespace) -> DriftReport:
     The plan starts at once: reading the inventory takes pyinfra's start-up time too, and a
     bad inventory plans nothing, so the plan is simply dropped then.
     """
-    from gpufleet.drift import merge_validation
-    from gpufleet.drift_validation import run_validation
-
     scratch = None
     results_dir = args.results_dir
     if args.validation and results_dir is None:
@@ -130,7 +77,7 @@ def check(args: argparse.Namespace) -> DriftReport:
 
 def write_drift_files(report: DriftReport, results_dir: Path) -> list[Path]:
     """``DIR/<host>/drift.json`` per host, for `gpufleet report`."""
-    from gpufleet.validate_cmd import safe_name
+    from gpufleet.validate.results import safe_name
 
     paths = []
     for name, host in report.hosts.items():
@@ -176,8 +123,8 @@ def print_report(report: DriftReport) -> None:
         console.print(Text(note, style="dim"))
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+def run(args: argparse.Namespace) -> int:
+    """Check the hosts ``gpufleet drift`` was given, print or write the report; the exit status."""
     if not Path(args.deploy).is_file():
         print(
             f"gpufleet drift: deploy file {args.deploy!r} does not exist; pass --deploy PATH "

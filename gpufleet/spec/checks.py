@@ -1,18 +1,12 @@
-"""Checks behind NodeSpec: value types, single values, and combinations of values."""
+"""Checks of single inventory values: their types, ranges and formats."""
 
 from __future__ import annotations
 
 import re
 import types
 import typing
-from typing import TYPE_CHECKING, Any, Union
+from typing import Any, Union
 from urllib.parse import urlsplit
-
-from gpufleet import matrix
-from gpufleet.drivers import version_tuple
-
-if TYPE_CHECKING:
-    from gpufleet.spec import NodeSpec
 
 
 def type_name(hint: Any) -> str:
@@ -86,45 +80,3 @@ def value_errors(key: str, value: Any, shown: str) -> list[str]:
                 "copy it from the release's .sha256 file."
             ]
     return []
-
-
-def combination_errors(spec: NodeSpec) -> list[str]:
-    errors = []
-    if spec.secure_boot_plan == "mok" and not (spec.mok_key_path and spec.mok_cert_path):
-        errors.append(
-            "secure_boot_plan = 'mok' needs mok_key_path and mok_cert_path. Fix: set both, or "
-            "use secure_boot_plan = 'ubuntu-signed' on Ubuntu."
-        )
-    if spec.gpu_less and spec.gpu_count:
-        errors.append(
-            f"gpu_less = True contradicts gpu_count = {spec.gpu_count}. Fix: drop one of them."
-        )
-    if spec.use_uv and spec.python_env != "venv":
-        errors.append("use_uv = True needs python_env = 'venv'. Fix: set python_env = 'venv'.")
-    if spec.require_cuda_build and spec.tensorflow_package.split("[")[0] == "tensorflow-cpu":
-        errors.append(
-            "tensorflow_package = 'tensorflow-cpu' has no CUDA build but require_cuda_build is "
-            "True. Fix: set require_cuda_build = False (CPU-only / sandbox hosts)."
-        )
-    release = matrix.TF_RELEASES.get(spec.tf_version)
-    if release is None:
-        errors.append(f"tf_version: {matrix.unknown_tf_message(spec.tf_version)}")
-    elif spec.python_env == "conda" or spec.use_uv:
-        lo, hi = (version_tuple(v) for v in (release.python_min, release.python_max))
-        if not lo <= version_tuple(spec.python_version)[:2] <= hi:
-            errors.append(
-                f"python_version = {spec.python_version!r} is outside TensorFlow "
-                f"{spec.tf_version}'s range {release.python_min}..{release.python_max}. Fix: "
-                f"set python_version to e.g. {release.python_max}."
-            )
-    if spec.driver_branch is not None and spec.driver_branch not in matrix.DRIVER_BRANCHES:
-        errors.append(
-            f"driver_branch = {spec.driver_branch} is not a known branch ("
-            f"{', '.join(map(str, matrix.DRIVER_BRANCHES))}). Fix: pick one, or leave it unset."
-        )
-    if spec.cuda_version is not None and spec.cuda_version not in matrix.CUDA_MIN_DRIVER:
-        errors.append(
-            f"cuda_version = {spec.cuda_version!r} is not known ("
-            f"{', '.join(matrix.CUDA_MIN_DRIVER)}). Fix: pick one, or leave it unset."
-        )
-    return errors

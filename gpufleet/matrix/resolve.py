@@ -1,8 +1,8 @@
 """Compatibility facts (TF, Python, CUDA, cuDNN, NCCL, driver, GPUs) and the resolver over them.
 
-The tables live in three sibling modules a reviewer can read against their sources:
+The tables live in sibling modules a reviewer can read against their sources:
 ``tf_releases`` (TensorFlow builds), ``drivers`` (branches, CUDA minimum drivers, repository
-names) and ``gpus`` (PCI device ids). This module re-exports them and adds ``resolve``.
+names) and ``gpus`` (PCI device ids). This module adds ``resolve``; the package re-exports both.
 """
 
 from __future__ import annotations
@@ -10,8 +10,17 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from gpufleet.apt_names import apt_packages
-from gpufleet.drivers import (
+from gpufleet.matrix.apt_names import apt_packages
+from gpufleet.matrix.checks import (
+    KERNEL_MODULE_FLAVORS,
+    check_branch_for_gpus,
+    check_cuda_override,
+    check_driver_for_gpus,
+    check_python,
+    pick_branch,
+    pick_flavor,
+)
+from gpufleet.matrix.drivers import (
     CUDA_MIN_DRIVER,
     DEFAULT_DRIVER_BRANCH,
     DRIVER_BRANCHES,
@@ -22,17 +31,8 @@ from gpufleet.drivers import (
     DriverBranch,
     branch_of,
 )
-from gpufleet.gpus import GPUS, GpuModel, gpu_by_device_id
-from gpufleet.matrix_checks import (
-    KERNEL_MODULE_FLAVORS,
-    check_branch_for_gpus,
-    check_cuda_override,
-    check_driver_for_gpus,
-    check_python,
-    pick_branch,
-    pick_flavor,
-)
-from gpufleet.tf_releases import TF_RELEASES, TFRelease
+from gpufleet.matrix.gpus import GPUS, GpuModel, gpu_by_device_id
+from gpufleet.matrix.tf_releases import TF_RELEASES, TFRelease
 
 __all__ = [
     "CUDA_MIN_DRIVER",
@@ -208,7 +208,7 @@ def resolve(
         if model is None:
             warnings.append(
                 f"PCI device 10de:{device_id} is not in the GPU table: no compatibility checks"
-                " for it. Add it to gpufleet/gpus.py with its datasheet figures."
+                " for it. Add it to gpufleet/matrix/gpus.py with its datasheet figures."
             )
         elif model.is_nvswitch:
             has_nvswitch = True

@@ -26,7 +26,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from gpufleet.drift_sentences import conditional_sentence, sentence_for
+from gpufleet.drift.sentences import conditional_sentence, sentence_for
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 DEFAULT_DEPLOY = REPO_ROOT / "deploy" / "gpu_node.py"

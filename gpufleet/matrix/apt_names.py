@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from gpufleet.drivers import DRIVER_BRANCHES, version_tuple
+from gpufleet.matrix.drivers import DRIVER_BRANCHES, version_tuple
 
 # NCCL version -> the CUDA releases NVIDIA's repository builds `libnccl2` / `libnccl-dev` for; the
 # Debian version is "<nccl>-1+cuda<X.Y>". Sources: public install scripts and NVIDIA CUDA image

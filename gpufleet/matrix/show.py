@@ -1,4 +1,4 @@
-"""`gpufleet matrix`: resolve TF/CUDA/cuDNN/NCCL/driver versions for a host, or explain why not."""
+"""What `gpufleet matrix` prints: a resolution for people, as JSON, or the pip constraints."""
 
 from __future__ import annotations
 
@@ -6,39 +6,8 @@ import argparse
 import dataclasses
 import json
 import sys
-from collections.abc import Sequence
 
-from gpufleet.matrix import TF_RELEASES, MatrixError, Resolution, constraints_file, resolve
-
-
-def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
-        prog="gpufleet matrix",
-        description="Resolve the versions and apt packages gpufleet would install on a host.",
-        epilog="Example: gpufleet matrix --tf 2.21.0 --os ubuntu:22.04 --gpu 2330 "
-        "--driver-branch 535  (refused: H100 needs PTX JIT)",
-    )
-    parser.add_argument(
-        "--tf", default="2.21.0", help=f"TensorFlow release ({', '.join(TF_RELEASES)})"
-    )
-    parser.add_argument("--os", default="ubuntu:22.04", help="OS as ID:VERSION, e.g. debian:12")
-    parser.add_argument("--arch", default="x86_64", help="uname -m of the host (x86_64, aarch64)")
-    parser.add_argument(
-        "--gpu",
-        action="append",
-        default=[],
-        metavar="DEVICE_ID",
-        help="PCI device id of a GPU or NVSwitch (repeat, or comma-separate), e.g. 2330",
-    )
-    parser.add_argument("--driver-branch", type=int, help="driver branch, e.g. 580 (default: auto)")
-    parser.add_argument("--cuda", help="system CUDA toolkit override, e.g. 12.8")
-    parser.add_argument("--flavor", default="auto", help="kernel modules: auto, open, proprietary")
-    parser.add_argument("--python", help="Python version of the environment, e.g. 3.11")
-    parser.add_argument("--json", action="store_true", help="print the resolution as JSON")
-    parser.add_argument(
-        "--constraints", action="store_true", help="print the pip constraints file for --tf"
-    )
-    return parser
+from gpufleet.matrix import MatrixError, Resolution, constraints_file, resolve
 
 
 def _render(resolution: Resolution) -> str:
@@ -68,9 +37,8 @@ def _render(resolution: Resolution) -> str:
     return "\n".join(lines)
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    """Entry point of ``gpufleet matrix``: 0 when resolved, 1 when refused."""
-    args = build_parser().parse_args(list(sys.argv[1:] if argv is None else argv))
+def run(args: argparse.Namespace) -> int:
+    """What ``gpufleet matrix`` does: 0 when resolved, 1 when refused."""
     os_id, sep, os_version = args.os.partition(":")
     if not sep:
         print(

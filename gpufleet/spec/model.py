@@ -13,42 +13,16 @@ from urllib.parse import urlsplit
 from pyinfra.api.hiddenvalue import HiddenValue
 
 from gpufleet import matrix
-from gpufleet.spec_checks import combination_errors, type_name, type_ok, value_errors
-
-# Data keys that belong to pyinfra itself: connector settings (pyinfra 3.10 connectors:
-# ssh, docker, dockerssh, chroot, local, fake, terraform, vagrant, plus the winrm plugin) and
-# global operation arguments given as data (`_sudo`, `_env`, ...). User-private keys: `x_`.
-PYINFRA_KEY_PREFIXES = (
-    "_",
-    "ssh_",
-    "docker_",
-    "dockerssh_",
-    "chroot_",
-    "local_",
-    "fake_",
-    "terraform_",
-    "vagrant_",
-    "winrm_",
+from gpufleet.matrix.drivers import version_tuple
+from gpufleet.spec.checks import type_name, type_ok, value_errors
+from gpufleet.spec.defaults import (
+    MINIFORGE_SHA256,
+    MINIFORGE_URL,
+    MINIFORGE_VERSION,
+    NVIDIA_REPO_KEY_FINGERPRINT,
+    PYINFRA_KEY_PREFIXES,
+    USER_KEY_PREFIX,
 )
-USER_KEY_PREFIX = "x_"
-
-# Miniforge installer pinned by version and sha256 per `uname -m`. Source of the checksums:
-# nebari-dev/nebari-docker-images Dockerfile (MINIFORGE_VERSION=25.3.0-3, the
-# MINIFORGE_X86_64_SHA256 / MINIFORGE_AARCH64_SHA256 it verifies the release assets with).
-MINIFORGE_VERSION = "25.3.0-3"
-MINIFORGE_SHA256 = {
-    "x86_64": "1b57f8cb991982063f79b56176881093abb1dc76d73fda32102afde60585b5a1",
-    "aarch64": "ac89f17b0eec4e98d38a53d1ae688e0f22c77d8ea5b5f008c2455e90ef095339",
-}
-MINIFORGE_URL = (
-    "https://github.com/conda-forge/miniforge/releases/download/{version}/"
-    "Miniforge3-{version}-Linux-{arch}.sh"
-)
-# NVIDIA CUDA repository signing key (3bf863cc.pub, in use since the April 2022 rotation).
-# Fingerprint as pinned by other deploy tools, e.g. NVIDIA_KEY_FINGERPRINT in public code
-# next to ".../repos/ubuntu2204/x86_64/3bf863cc.pub"; the short id A4B469963BF863CC is what apt
-# prints in NO_PUBKEY errors.
-NVIDIA_REPO_KEY_FINGERPRINT = "EB693B3035CD5710E231E123A4B469963BF863CC"
 
 
 class SpecError(ValueError):
@@ -317,6 +291,49 @@ def from_host_data(data: Mapping[str, Any]) -> NodeSpec:
             f"{len(errors)} inventory problems:\n" + "\n".join(f"  - {e}" for e in errors)
         )
     return spec
+
+
+def combination_errors(spec: NodeSpec) -> list[str]:
+    """Checks of values that only make sense together (e.g. ``secure_boot_plan`` and MOK paths)."""
+    errors = []
+    if spec.secure_boot_plan == "mok" and not (spec.mok_key_path and spec.mok_cert_path):
+        errors.append(
+            "secure_boot_plan = 'mok' needs mok_key_path and mok_cert_path. Fix: set both, or "
+            "use secure_boot_plan = 'ubuntu-signed' on Ubuntu."
+        )
+    if spec.gpu_less and spec.gpu_count:
+        errors.append(
+            f"gpu_less = True contradicts gpu_count = {spec.gpu_count}. Fix: drop one of them."
+        )
+    if spec.use_uv and spec.python_env != "venv":
+        errors.append("use_uv = True needs python_env = 'venv'. Fix: set python_env = 'venv'.")
+    if spec.require_cuda_build and spec.tensorflow_package.split("[")[0] == "tensorflow-cpu":
+        errors.append(
+            "tensorflow_package = 'tensorflow-cpu' has no CUDA build but require_cuda_build is "
+            "True. Fix: set require_cuda_build = False (CPU-only / sandbox hosts)."
+        )
+    release = matrix.TF_RELEASES.get(spec.tf_version)
+    if release is None:
+        errors.append(f"tf_version: {matrix.unknown_tf_message(spec.tf_version)}")
+    elif spec.python_env == "conda" or spec.use_uv:
+        lo, hi = (version_tuple(v) for v in (release.python_min, release.python_max))
+        if not lo <= version_tuple(spec.python_version)[:2] <= hi:
+            errors.append(
+                f"python_version = {spec.python_version!r} is outside TensorFlow "
+                f"{spec.tf_version}'s range {release.python_min}..{release.python_max}. Fix: "
+                f"set python_version to e.g. {release.python_max}."
+            )
+    if spec.driver_branch is not None and spec.driver_branch not in matrix.DRIVER_BRANCHES:
+        errors.append(
+            f"driver_branch = {spec.driver_branch} is not a known branch ("
+            f"{', '.join(map(str, matrix.DRIVER_BRANCHES))}). Fix: pick one, or leave it unset."
+        )
+    if spec.cuda_version is not None and spec.cuda_version not in matrix.CUDA_MIN_DRIVER:
+        errors.append(
+            f"cuda_version = {spec.cuda_version!r} is not known ("
+            f"{', '.join(matrix.CUDA_MIN_DRIVER)}). Fix: pick one, or leave it unset."
+        )
+    return errors
 
 
 _CACHE: dict[str, tuple[dict[str, Any], NodeSpec]] = {}

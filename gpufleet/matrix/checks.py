@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from gpufleet.apt_names import NO_OPEN_PACKAGE_BRANCHES
-from gpufleet.drivers import (
+from gpufleet.matrix.apt_names import NO_OPEN_PACKAGE_BRANCHES
+from gpufleet.matrix.drivers import (
     CUDA_MIN_DRIVER,
     DEFAULT_DRIVER_BRANCH,
     DRIVER_BRANCHES,
@@ -13,8 +13,8 @@ from gpufleet.drivers import (
     branch_of,
     version_tuple,
 )
-from gpufleet.gpus import GpuModel
-from gpufleet.tf_releases import TFRelease
+from gpufleet.matrix.gpus import GpuModel
+from gpufleet.matrix.tf_releases import TFRelease
 
 KERNEL_MODULE_FLAVORS = ("auto", "open", "proprietary")
 

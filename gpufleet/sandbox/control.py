@@ -1,14 +1,12 @@
-"""`gpufleet sandbox up|status|down`: the local test fleet of systemd-booted hosts (needs root)."""
+"""The sandbox actions behind `gpufleet sandbox`: up, status and down, with what they print."""
 
 from __future__ import annotations
 
 import argparse
 import sys
 import time
-from collections.abc import Sequence
 
 from gpufleet.sandbox import fleet, procs
-from gpufleet.sandbox.image import IMAGES
 from gpufleet.sandbox.state import STATE_DIR, SandboxError, load_state
 
 EPILOG = """\
@@ -17,32 +15,6 @@ Hosts are systemd-nspawn containers booted with systemd, one network namespace e
 apt-cacher-ng on 10.231.7.1:3142 and stand-in NVIDIA packages and wheels from 10.231.7.1:8631.
 Provision them with:  pyinfra -y inventories/sandbox.py deploy/gpu_node.py
 """
-
-
-def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
-        prog="gpufleet sandbox",
-        description="Bring the local test fleet up or down (needs root).",
-        epilog=EPILOG,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
-    sub = parser.add_subparsers(dest="action", required=True, metavar="ACTION")
-    up = sub.add_parser("up", help="start N hosts (cleaning up an earlier crashed sandbox first)")
-    up.add_argument("--hosts", type=int, default=3, help="number of hosts (default 3)")
-    up.add_argument(
-        "--image",
-        choices=sorted(IMAGES),
-        default=None,
-        help="base image; default ubuntu22.04 if Ubuntu's archive answers, else debian12",
-    )
-    up.add_argument(
-        "--no-standins",
-        action="store_true",
-        help="hosts and apt proxy only: no stand-in NVIDIA repository, wheelhouse or HTTP server",
-    )
-    sub.add_parser("status", help="show the running sandbox's hosts and services")
-    sub.add_parser("down", help="stop every sandbox process and remove its namespaces and mounts")
-    return parser
 
 
 def cmd_up(args: argparse.Namespace) -> int:
@@ -99,8 +71,8 @@ def cmd_down(args: argparse.Namespace) -> int:
     return 0
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+def run(args: argparse.Namespace) -> int:
+    """Do what `gpufleet sandbox` was asked; the exit status."""
     try:
         if args.action == "down":
             fleet.check_root()
@@ -112,7 +84,3 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("interrupted; run `gpufleet sandbox down` to clean up", file=sys.stderr)
         return 130
-
-
-if __name__ == "__main__":
-    sys.exit(main())

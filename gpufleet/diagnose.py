@@ -1,11 +1,10 @@
-"""`gpufleet diagnose`: explain known GPU/CUDA/TensorFlow failure signatures in a log."""
+"""What `gpufleet diagnose` prints: the known failures found in a log, each with its fix."""
 
 from __future__ import annotations
 
 import argparse
 import json
 import sys
-from collections.abc import Sequence
 
 from rich.console import Console
 from rich.markup import escape
@@ -15,25 +14,6 @@ from gpufleet.parsers.diagnosis import codes_markdown, diagnose
 _STYLES = {"error": "bold red", "warning": "yellow", "info": "cyan"}
 
 
-def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
-        prog="gpufleet diagnose",
-        description=(
-            "Read a log or command output (nvidia-smi, dmesg, apt, dkms, TensorFlow) and explain "
-            "every known failure signature in it. Exits 1 when an error is found."
-        ),
-        epilog="Example: python train.py 2>&1 | gpufleet diagnose -",
-    )
-    parser.add_argument(
-        "file", nargs="?", default="-", help="log file to read; '-' or nothing reads stdin"
-    )
-    parser.add_argument("--json", action="store_true", help="print the findings as JSON")
-    parser.add_argument(
-        "--codes", action="store_true", help="list every known code as a Markdown table and exit"
-    )
-    return parser
-
-
 def _read(path: str) -> str:
     if path == "-":
         return sys.stdin.read()
@@ -41,8 +21,7 @@ def _read(path: str) -> str:
         return handle.read()
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    args = build_parser().parse_args(list(sys.argv[1:] if argv is None else argv))
+def run(args: argparse.Namespace) -> int:
     if args.codes:
         print(codes_markdown(), end="")
         return 0
@@ -76,7 +55,3 @@ def main(argv: Sequence[str] | None = None) -> int:
         console.print(f"  line {finding.line_number}: {escape(finding.line)}", style="dim")
         console.print(f"  fix: {escape(finding.fix)}")
     return 1 if has_error else 0
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())

@@ -1,0 +1,44 @@
+"""`gpufleet matrix`: resolve TF/CUDA/cuDNN/NCCL/driver versions for a host, or explain why not."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+
+from gpufleet.matrix import TF_RELEASES
+from gpufleet.matrix.show import run
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="gpufleet matrix",
+        description="Resolve the versions and apt packages gpufleet would install on a host.",
+        epilog="Example: gpufleet matrix --tf 2.21.0 --os ubuntu:22.04 --gpu 2330 "
+        "--driver-branch 535  (refused: H100 needs PTX JIT)",
+    )
+    parser.add_argument(
+        "--tf", default="2.21.0", help=f"TensorFlow release ({', '.join(TF_RELEASES)})"
+    )
+    parser.add_argument("--os", default="ubuntu:22.04", help="OS as ID:VERSION, e.g. debian:12")
+    parser.add_argument("--arch", default="x86_64", help="uname -m of the host (x86_64, aarch64)")
+    parser.add_argument(
+        "--gpu",
+        action="append",
+        default=[],
+        metavar="DEVICE_ID",
+        help="PCI device id of a GPU or NVSwitch (repeat, or comma-separate), e.g. 2330",
+    )
+    parser.add_argument("--driver-branch", type=int, help="driver branch, e.g. 580 (default: auto)")
+    parser.add_argument("--cuda", help="system CUDA toolkit override, e.g. 12.8")
+    parser.add_argument("--flavor", default="auto", help="kernel modules: auto, open, proprietary")
+    parser.add_argument("--python", help="Python version of the environment, e.g. 3.11")
+    parser.add_argument("--json", action="store_true", help="print the resolution as JSON")
+    parser.add_argument(
+        "--constraints", action="store_true", help="print the pip constraints file for --tf"
+    )
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    return run(build_parser().parse_args(list(sys.argv[1:] if argv is None else argv)))

@@ -1,0 +1,49 @@
+"""`gpufleet report RESULTS_DIR`: the fleet at a glance, in the terminal, as JSON, or as HTML.
+
+Example::
+
+    gpufleet report results/                       # one line per host in the terminal
+    gpufleet report results/ --html report.html    # one self-contained file with plots
+    gpufleet report results/ --json                # for machines
+
+Exit status: 0 the report was made, 2 the results directory holds nothing to report.
+"""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Sequence
+from pathlib import Path
+
+from gpufleet.report.make import run
+from gpufleet.validate.baseline import DEFAULT_MARGIN
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="gpufleet report",
+        description="Render the results documents of a results directory into a fleet report.",
+    )
+    parser.add_argument("results_dir", type=Path, metavar="RESULTS_DIR")
+    parser.add_argument("--html", type=Path, metavar="PATH", help="write the HTML report here")
+    parser.add_argument("--json", action="store_true", help="print the fleet summary as JSON")
+    parser.add_argument(
+        "--regression-margin",
+        type=float,
+        default=DEFAULT_MARGIN,
+        metavar="FRACTION",
+        help=f"how far a figure may fall below its baseline (default {DEFAULT_MARGIN})",
+    )
+    parser.add_argument(
+        "--figure-margin",
+        action="append",
+        default=[],
+        metavar="KEY=FRACTION",
+        help="margin for one figure, e.g. xla/speedup=0.2 (repeatable)",
+    )
+    parser.add_argument("--title", default="gpufleet report", help="the HTML page's title")
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    return run(build_parser().parse_args(argv))

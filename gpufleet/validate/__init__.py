@@ -1,0 +1,1 @@
+"""The `gpufleet validate` runner: hosts, expectations, SSH config, results and baselines."""
