@@ -28,7 +28,7 @@ from typing import Any
 
 from gpufleet.drift.sentences import conditional_sentence, sentence_for
 
-REPO_ROOT = Path(__file__).resolve().parent.parent
+REPO_ROOT = Path(__file__).resolve().parents[2]
 DEFAULT_DEPLOY = REPO_ROOT / "deploy" / "gpu_node.py"
 
 # pyinfra's stderr: "    [HOST]   message" (host names padded to one width) and "--> Header".

@@ -15,6 +15,7 @@ import pytest
 from gpufleet.commands import drift as drift_cmd
 from gpufleet.drift import check as drift_check
 from gpufleet.drift.plan import (
+    DEFAULT_DEPLOY,
     DriftError,
     DriftReport,
     HostDrift,
@@ -513,3 +514,8 @@ def test_held_packages_cost_no_round_trip_of_their_own():
     assert "HeldPackages" not in run.stderr
     held_ops = [op["name"] for op in parse_plan(run.stdout) if op["name"].endswith(" held")]
     assert "gpufleet cuda_stack | libnccl2 held" in held_ops
+
+
+def test_default_deploy_is_this_checkouts_deploy_file():
+    assert Path(__file__).resolve().parents[2] / "deploy" / "gpu_node.py" == DEFAULT_DEPLOY
+    assert DEFAULT_DEPLOY.is_file()
