@@ -113,6 +113,11 @@ def _texts(value: Any) -> list[str]:
     return [str(value)]
 
 
+def _list(value: Any) -> list[Any]:
+    """``value`` if it is a JSON array, else empty (a malformed document never raises)."""
+    return value if isinstance(value, list) else []
+
+
 def _error_ids(warnings: Any) -> tuple[int, ...]:
     if not isinstance(warnings, list):
         return ()
@@ -156,15 +161,15 @@ def _result_tests(name: str, category: str, result: dict[str, Any]) -> Iterator[
 
 def _json_tests(root: dict[str, Any]) -> list[DcgmTest]:
     tests: list[DcgmTest] = []
-    for category in root.get("test_categories") or []:
+    for category in _list(root.get("test_categories")):
         if not isinstance(category, dict):
             continue
         category_name = str(category.get("category") or "")
-        for test in category.get("tests") or []:
+        for test in _list(category.get("tests")):
             if not isinstance(test, dict):
                 continue  # NVVS writes `null` between tests
             name = str(test.get("name") or "unnamed test")
-            results = [r for r in test.get("results") or [] if isinstance(r, dict)]
+            results = [r for r in _list(test.get("results")) if isinstance(r, dict)]
             found = [t for r in results for t in _result_tests(name, category_name, r)]
             summary = test.get("test_summary")
             summary = summary if isinstance(summary, dict) else {}
@@ -186,6 +191,8 @@ def _first_json_object(text: str) -> dict[str, Any] | None:
     while start != -1:
         try:
             value, _ = decoder.raw_decode(text, start)
+        except RecursionError:
+            return None  # nested deeper than any dcgmi document; not worth rescanning
         except ValueError:
             start = text.find("{", start + 1)
             continue
@@ -274,7 +281,18 @@ def parse_dcgm_diag(text: str | None, exit_code: int | None = None) -> DcgmDiagR
 
     >>> parse_dcgm_diag("").overall, parse_dcgm_diag("").error
     ('error', 'empty dcgmi diag output')
+
+    A document shaped in a way nobody foresaw is an error result naming the exception.
     """
+    try:
+        return _parse(text, exit_code)
+    except Exception as exc:  # the contract is "never raises"; the reason says what broke
+        reason = f"gpufleet could not read this dcgmi diag output ({type(exc).__name__}: {exc})"
+        return _judge(DcgmDiagResult("", [], "", reason), exit_code)
+
+
+def _parse(text: str | None, exit_code: int | None) -> DcgmDiagResult:
+    """The parse proper (``parse_dcgm_diag`` guards it)."""
     if not isinstance(text, str) or not text.strip():
         return _judge(DcgmDiagResult("", [], "", "empty dcgmi diag output"), exit_code)
     document = _first_json_object(text)

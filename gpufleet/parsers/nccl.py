@@ -138,7 +138,7 @@ def _timings(cells: list[str], error_column: bool) -> tuple[float, float, float,
 
 def _parse_row(tokens: list[str], columns: _Columns) -> NcclResultRow | None:
     """A result row, or None when the line is something else (NCCL INFO, launcher noise)."""
-    if len(tokens) < 8 or not (tokens[0].isdigit() and tokens[1].isdigit()):
+    if len(tokens) < 8 or not (tokens[0].isdecimal() and tokens[1].isdecimal()):
         return None
     # size count type redop [root] then 4 cells out-of-place and (usually) 4 in-place.
     has_root = columns.root if columns.root is not None else len(tokens) in (9, 13)
@@ -147,14 +147,15 @@ def _parse_row(tokens: list[str], columns: _Columns) -> NcclResultRow | None:
     if len(timings) not in (4, 8):
         return None
     try:
+        size, count = int(tokens[0]), int(tokens[1])
         out = _timings(timings[:4], columns.error)
         inp = _timings(timings[4:], columns.error) if len(timings) == 8 else None
         root = int(tokens[4]) if has_root else None
     except ValueError:
         return None
     return NcclResultRow(
-        size=int(tokens[0]),
-        count=int(tokens[1]),
+        size=size,
+        count=count,
         type=tokens[2],
         redop=tokens[3],
         root=root,

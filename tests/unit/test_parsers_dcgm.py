@@ -214,3 +214,52 @@ def test_doctests():
     for module in (gpufleet.parsers.dcgm, gpufleet.parsers.dcgm_text):
         outcome = doctest.testmod(module)
         assert outcome.attempted > 0 and outcome.failed == 0
+
+
+_ODD = [1, -3, 2.5, True, "x", None, [], {}, [1], {"a": 1}]
+
+
+def _odd_documents():
+    for root in ("DCGM Diagnostic", "DCGM GPU Diagnostic"):
+        for odd in _ODD:
+            yield {root: odd}
+            yield {root: {"test_categories": odd}}
+            yield {root: {"test_categories": [{"tests": odd}]}}
+            yield {root: {"test_categories": [{"tests": [{"name": odd, "results": odd}]}]}}
+            yield {
+                root: {"test_categories": [{"category": odd, "tests": [{"name": "t", "results": [
+                    {"status": odd, "gpu_id": odd, "entity_id": odd, "entity_group": odd,
+                     "warnings": odd, "info": odd}], "test_summary": odd}]}]},
+                "runtime_error": odd,
+                "metadata": odd,
+            }  # fmt: skip
+
+
+@pytest.mark.parametrize("document", list(_odd_documents()))
+def test_oddly_typed_documents_never_raise_and_never_pass_silently(document):
+    result = parse_dcgm_diag(json.dumps(document))
+    assert result.overall in ("pass", "fail", "error", "skip")
+    if result.overall == "pass":
+        assert result.tests and all(t.status in ("pass", "warn", "skip") for t in result.tests)
+
+
+@pytest.mark.parametrize("name", [n for n, *_ in CASES])
+def test_truncated_fixtures_never_raise(name):
+    text = fixture(name)
+    for cut in range(0, len(text), max(1, len(text) // 150)):
+        for part in (text[:cut], text[cut:]):
+            result = parse_dcgm_diag(part)
+            assert result.overall in ("pass", "fail", "error", "skip")
+
+
+def test_truncated_json_is_never_a_pass():
+    # A -j document cut short (a killed dcgmi, a full disk) must not pass on what is left.
+    for name in ("dcgm3-nvvs-3.1.0-pass-8gpu.txt", "dcgm4-diagnostic-8gpu-pass-fragment.json"):
+        text = fixture(name).rstrip()
+        for cut in range(text.index("{") + 1, len(text) - 1, 97):
+            assert parse_dcgm_diag(text[:cut]).overall == "error", (name, cut)
+
+
+def test_deeply_nested_input_is_an_error_not_a_crash():
+    result = parse_dcgm_diag('{"a": ' * 100_000 + "1" + "}" * 100_000)
+    assert result.overall == "error"
