@@ -125,6 +125,32 @@ FLOORS: tuple[NcclFloor, ...] = (
 )  # fmt: skip
 
 
+def interconnect_class(topology_class: str, network: str | None = None) -> str:
+    """The floors' interconnect class: the intra-node topology class for a one-node run, or
+    "nvlink+<network>" for a multi-node run (network: ib, roce, efa, tcpx, tcpxo).
+
+    >>> interconnect_class("nvlink"), interconnect_class("nvlink", "efa")
+    ('nvlink', 'nvlink+efa')
+    >>> interconnect_class("pcie_switch", "ib")  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ValueError: no multi-node floors over 'pcie_switch' GPUs; the classes are nvlink+ib, ...
+    """
+    if network is None:
+        name = topology_class
+    else:
+        name = f"{topology_class}+{network}"
+        if name not in MULTI_NODE_CLASSES:
+            raise ValueError(
+                f"no multi-node floors over {topology_class!r} GPUs; the classes are "
+                + ", ".join(MULTI_NODE_CLASSES)
+            )
+    if name not in INTERCONNECT_CLASSES:
+        raise ValueError(
+            f"unknown interconnect class {name!r}; known: {', '.join(INTERCONNECT_CLASSES)}"
+        )
+    return name
+
+
 def model_key(name: str) -> str:
     """A GPU name as NVML or nccl-tests print it -> the floors' key.
 

@@ -38,6 +38,13 @@ def _figures(result: DcgmDiagResult) -> dict[str, object]:
             for t in result.tests
             if t.status == "warn"
         ],
+        # DCGM can log an error and still pass the test (https://github.com/NVIDIA/DCGM/issues/284,
+        # DCGM_FR_MEMORY_ALLOC under a PASS): such results are listed, not hidden.
+        "passed_with_messages": [
+            {"test": t.name, "gpu": t.gpu, "message": t.message}
+            for t in result.tests
+            if t.status == "pass" and t.message
+        ],
         "notes": list(result.notes),
     }
 
@@ -90,6 +97,9 @@ def judge_dcgm(
     warned = figures["warnings"]
     if warned:
         extra.append(f"{len(warned)} warning(s)")  # type: ignore[arg-type]
+    said = figures["passed_with_messages"]
+    if said:
+        extra.append(f"{len(said)} passed with a DCGM message")  # type: ignore[arg-type]
     reason = f"dcgmi diag{at_level}: {passed} results passed" + (
         f" ({'; '.join(extra)})" if extra else ""
     )

@@ -204,3 +204,30 @@ def test_statuses_and_doctests():
     assert Verdict("x", "pass", "ok").to_dict()["figures"] == {}
     outcome = doctest.testmod(gpufleet.matrix.nccl_floors)
     assert outcome.attempted > 0 and outcome.failed == 0
+
+
+def test_interconnect_class():
+    from gpufleet.matrix.nccl_floors import interconnect_class
+
+    assert interconnect_class("pcie_host_bridge") == "pcie_host_bridge"
+    assert interconnect_class("nvlink", "tcpxo") == "nvlink+tcpxo"
+    with pytest.raises(ValueError, match="unknown interconnect class 'single_gpu'"):
+        interconnect_class("single_gpu")
+    with pytest.raises(ValueError, match="no multi-node floors over 'cross_socket'"):
+        interconnect_class("cross_socket", "ib")
+
+
+def test_a_pass_that_carries_a_dcgm_message_is_reported():
+    # DCGM#284: a memory test can log DCGM_FR_MEMORY_ALLOC and still PASS. Built here from
+    # the recorded 8-GPU document with a warning added to GPU 5's passing result.
+    document = json.loads(
+        (FIXTURES / "dcgm" / "dcgm4-diagnostic-8gpu-pass-fragment.json").read_text()
+    )
+    results = document["DCGM Diagnostic"]["test_categories"][0]["tests"][0]["results"]
+    results[5]["warnings"] = [{"warning": "Could not allocate enough memory", "error_id": 65}]
+    verdict = judge_dcgm(parse_dcgm_diag(json.dumps(document)))
+    assert verdict.status == "pass"
+    assert "1 passed with a DCGM message" in verdict.reason
+    assert verdict.figures["passed_with_messages"] == [
+        {"test": "diagnostic", "gpu": "5", "message": "Could not allocate enough memory"}
+    ]
