@@ -1,25 +1,24 @@
-"""nccl-tests ``all_reduce_perf`` bus-bandwidth floors by GPU model, GPU count and interconnect.
-
-Every floor names where its figure comes from. The sources measure differently, so each
-floor also says which nccl-tests figure it is compared with (``metric``) and at which
-message size the source measured (``measured_at``):
-
-- Azure (azurehpc-health-checks ``conf/<sku>.conf``): ``check_nccl_allreduce <GB/s> <repeats>
-  <topo> <size>`` runs ``all_reduce_perf -b <size> -e <size>`` on one VM and compares the
-  "Avg bus bandwidth" of that single size (``customTests/azure_nccl_allreduce.nhc``), so the
-  comparable gpufleet figure is the busbw at the largest size of a sweep.
-- AWS (awsome-distributed-training ``checks/5-nccl-allreduce.sh``): the maximum busbw of
-  ``all_reduce_perf -b 8 -e 128M -f 2 -g 8`` over >= 2 nodes. AWS reports a figure below its
-  floor as a warning only ("advisory (MONITOR)"), and its own README sample (2x p5, 487 GB/s)
-  is below its p5 floor, so gpufleet keeps these floors advisory: below them is "warn".
-- Google (cluster-health-scanner ``deploy/helm/health_checks/nccl_healthcheck/<machine>.yaml``):
-  2 hosts x 8 GPUs, sizes 2G..8G, the average busbw against ``BANDWIDTH_THRESHOLD``; busbw grows
-  with the message size, so gpufleet compares its busbw at the largest size (>= 2G).
-"""
+"""nccl-tests all_reduce_perf bus-bandwidth floors by GPU model, GPU count and interconnect."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+
+# Every floor names where its figure comes from. The sources measure differently, so each
+# floor also says which nccl-tests figure it is compared with (``metric``) and at which
+# message size the source measured (``measured_at``):
+#
+# - Azure (azurehpc-health-checks ``conf/<sku>.conf``): ``check_nccl_allreduce <GB/s> <repeats>
+#   <topo> <size>`` runs ``all_reduce_perf -b <size> -e <size>`` on one VM and compares the
+#   "Avg bus bandwidth" of that single size (``customTests/azure_nccl_allreduce.nhc``), so the
+#   comparable gpufleet figure is the busbw at the largest size of a sweep.
+# - AWS (awsome-distributed-training ``checks/5-nccl-allreduce.sh``): the maximum busbw of
+#   ``all_reduce_perf -b 8 -e 128M -f 2 -g 8`` over >= 2 nodes. AWS reports a figure below its
+#   floor as a warning only ("advisory (MONITOR)"), and its own README sample (2x p5, 487 GB/s)
+#   is below its p5 floor, so gpufleet keeps these floors advisory: below them is "warn".
+# - Google (cluster-health-scanner ``deploy/helm/health_checks/nccl_healthcheck/<machine>.yaml``):
+#   2 hosts x 8 GPUs, sizes 2G..8G, the average busbw against ``BANDWIDTH_THRESHOLD``; busbw grows
+#   with the message size, so gpufleet compares its busbw at the largest size (>= 2G).
 
 GIB = 1 << 30
 
