@@ -32,6 +32,7 @@ _STATUS_WORDS = {
     "warning": "warn",
 }
 _MIG_RE = re.compile(r"\bMIG\b")
+_GPU_WORD_RE = re.compile(r"\bGPU\s*(\d+)\b")
 
 
 @dataclass(frozen=True)
@@ -155,8 +156,17 @@ def _result_tests(name: str, category: str, result: dict[str, Any]) -> Iterator[
     elif status == "skip" and not message:
         message = "; ".join(_texts(result.get("info")))
     ids = _error_ids(result.get("warnings"))
-    for gpu in _gpus(result):
-        yield DcgmTest(name, gpu, status, message, category, ids)
+    gpus = _gpus(result)
+    for gpu in gpus:
+        own = message
+        if len(gpus) > 1 and any(_GPU_WORD_RE.search(w) for w in warnings):
+            # One result for several GPUs (3.x "gpu_ids": "0,1,2,3"): each GPU keeps the
+            # warnings that name it, and those that name no GPU.
+            mine = [
+                w for w in warnings if gpu in _GPU_WORD_RE.findall(w) or not _GPU_WORD_RE.search(w)
+            ]
+            own = "; ".join(mine) or message
+        yield DcgmTest(name, gpu, status, own, category, ids)
 
 
 def _json_tests(root: dict[str, Any]) -> list[DcgmTest]:

@@ -263,3 +263,21 @@ def test_truncated_json_is_never_a_pass():
 def test_deeply_nested_input_is_an_error_not_a_crash():
     result = parse_dcgm_diag('{"a": ' * 100_000 + "1" + "}" * 100_000)
     assert result.overall == "error"
+
+
+def test_one_result_for_several_gpus_gives_each_gpu_its_own_warnings():
+    # Built here (the 3.x shape of NVVS, "gpu_ids" shared by four GPUs with per-GPU warnings).
+    text = json.dumps(
+        {"DCGM GPU Diagnostic": {"test_categories": [{"tests": [{"name": "sm_stress", "results": [
+            {"gpu_ids": "0,1,2,3", "status": "FAIL", "warnings": [
+                "Max stress level of 2128.7 did not exceed 3000.0 for GPU 0",
+                "Max stress level of 1096.5 did not exceed 3000.0 for GPU 2",
+                "Check DCGM and system logs for errors."]}]}]}]}}
+    )  # fmt: skip
+    by_gpu = {t.gpu: t.message for t in parse_dcgm_diag(text).failures()}
+    assert by_gpu["0"] == (
+        "Max stress level of 2128.7 did not exceed 3000.0 for GPU 0; "
+        "Check DCGM and system logs for errors."
+    )
+    assert by_gpu["1"] == "Check DCGM and system logs for errors."
+    assert "for GPU 2" in by_gpu["2"] and "GPU 0" not in by_gpu["2"]
