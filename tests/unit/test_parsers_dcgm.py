@@ -23,7 +23,7 @@ def fixture(name: str) -> str:
 def test_every_fixture_names_its_source():
     sources = fixture("SOURCES.md")
     files = sorted(p.name for p in FIXTURES.iterdir() if p.name != "SOURCES.md")
-    assert len(files) >= 8
+    assert len(files) >= 11
     missing = [name for name in files if f"| {name} |" not in sources]
     assert not missing, f"SOURCES.md does not name the source of {missing}"
 
@@ -34,6 +34,12 @@ CASES = [
     ("dcgm3-t400-r3-skip.json", 0, "3", "skip", None, None, 5, {"skip": 5}),
     ("dcgm4-gb10-r1-software-fail.json", 226, "4", "fail", "4.2.3", "580.82.09", 1, {"fail": 1}),
     ("dcgm4-diagnostic-8gpu-pass-fragment.json", None, "4", "pass", None, None, 8, {"pass": 8}),
+    ("dcgm4-gb10-r2-4.2.3-partial-skip.json", 226, "4", "fail", "4.2.3", "580.82.09", 3,
+     {"fail": 1, "skip": 2}),
+    ("dcgm4-gb10-r2-4.5.2-plugins-gated.json", 226, "4", "fail", "4.5.2", "580.82.09", 3,
+     {"fail": 1, "skip": 2}),
+    ("dcgm4-gb10-r2-4.5.2-plugins-allowed.json", 226, "4", "fail", "4.5.2", "580.82.09", 3,
+     {"fail": 1, "pass": 2}),
     ("dcgm4-text-4.2.3-l40s-pcie-fail.txt", None, "text", "fail", "4.2.3", "570.148.08", 13,
      {"pass": 12, "fail": 1}),
     ("dcgm4-text-4.4.1-b200-pcie-fail.txt", None, "text", "fail", "4.4.1", "570.172.08", 25,
@@ -281,3 +287,17 @@ def test_one_result_for_several_gpus_gives_each_gpu_its_own_warnings():
     )
     assert by_gpu["1"] == "Check DCGM and system logs for errors."
     assert "for GPU 2" in by_gpu["2"] and "GPU 0" not in by_gpu["2"]
+
+
+def test_gated_and_allowed_runs_differ_only_in_the_plugins_that_ran():
+    gated = parse_dcgm_diag(fixture("dcgm4-gb10-r2-4.5.2-plugins-gated.json"), 226)
+    allowed = parse_dcgm_diag(fixture("dcgm4-gb10-r2-4.5.2-plugins-allowed.json"), 226)
+    status = {t.name: t.status for t in gated.tests}
+    assert status == {"software": "fail", "memory": "skip", "pcie": "skip"}
+    assert {t.name: t.status for t in allowed.tests} == {
+        "software": "fail",
+        "memory": "pass",
+        "pcie": "pass",
+    }
+    # the summary repeats the result's warning: still one failure, not two
+    assert [(t.name, t.gpu) for t in allowed.failures()] == [("software", "0")]
