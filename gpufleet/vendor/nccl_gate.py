@@ -65,12 +65,15 @@ def judge_nccl(
     gpu_count: int,
     interconnect: str,
     floors: tuple[NcclFloor, ...] = FLOORS,
+    override_gbps: float | None = None,
 ) -> Verdict:
     """pass/fail/warn/no_floor/error for one run on ``gpu_count`` GPUs of ``gpu_model``.
 
     A non-zero exit code, ``#wrong`` > 0 or out-of-bounds values fail whatever the
     bandwidth; no figure is an error; no floor for (model, count, interconnect) reports the
     figure with status "no_floor" (never a pass); below an advisory floor is "warn".
+    ``override_gbps`` (the inventory's own floor for this host) replaces the table's floor
+    and is enforced, compared with the busbw at the largest size.
     """
     key = f"{gpu_count}x {gpu_model} over {interconnect}"
     if figure is None:
@@ -95,6 +98,11 @@ def judge_nccl(
         reason = f"the run used {figure.ranks} GPUs, the host was judged as {gpu_count}"
         return Verdict(CHECK, "error", reason, figures)
     floor = find_floor(gpu_model, gpu_count, interconnect, floors)
+    if override_gbps is not None:
+        floor = NcclFloor(
+            gpu_model, gpu_count, interconnect, override_gbps, "largest",
+            figure.largest_size or 0, "the inventory's floor for this host",
+        )  # fmt: skip
     if floor is None:
         reason = f"no floor known for {key}: {_describe(figure)} reported, not judged"
         return Verdict(CHECK, "no_floor", reason, figures)

@@ -231,3 +231,13 @@ def test_a_pass_that_carries_a_dcgm_message_is_reported():
     assert verdict.figures["passed_with_messages"] == [
         {"test": "diagnostic", "gpu": "5", "message": "Could not allocate enough memory"}
     ]
+
+
+def test_an_inventory_floor_replaces_the_table_and_judges_an_unknown_machine():
+    figure = nccl("t4-2node-efa-mpirun-tag-output.txt")
+    args = {"gpu_model": "Tesla T4", "gpu_count": 2, "interconnect": "nvlink+efa"}
+    assert judge_nccl(figure, **args).status == "no_floor"
+    low = judge_nccl(figure, override_gbps=3.0, **args)
+    assert low.status == "pass" and low.source == "the inventory's floor for this host"
+    high = judge_nccl(figure, override_gbps=10.0, **args)
+    assert high.status == "fail" and "3.12 GB/s < floor 10 GB/s" in high.reason
