@@ -1,5 +1,6 @@
 """Pure parsers over the output of host commands (nvidia-smi, lspci, dkms, ...); no I/O."""
 
+from gpufleet.parsers.dcgm import parse_dcgm_diag
 from gpufleet.parsers.diagnosis import diagnose
 from gpufleet.parsers.nccl import parse_nccl_tests
 from gpufleet.parsers.nvidia_smi import parse_nvidia_smi_csv, parse_nvidia_smi_xml
@@ -14,6 +15,7 @@ from gpufleet.parsers.topo import parse_nvidia_smi_topo
 
 __all__ = [
     "diagnose",
+    "parse_dcgm_diag",
     "parse_dkms_status",
     "parse_driver_version",
     "parse_lspci",
