@@ -66,6 +66,11 @@ class NodeSpec:
     install_cuda_toolkit: bool = _key(True, "install the system CUDA toolkit (cuda-toolkit-X-Y)")
     install_cudnn: bool = _key(True, "install system cuDNN (runtime and dev packages)")
     install_nccl: bool = _key(True, "install system NCCL (libnccl2 and libnccl-dev)")
+    dcgm: str = _key(
+        "auto",
+        "NVIDIA DCGM (datacenter-gpu-manager-4, nvidia-dcgm); auto: with data-centre GPUs",
+        ("auto", "on", "off"),
+    )
     fabric_manager: str = _key(
         "auto",
         "NVIDIA Fabric Manager; auto: when an NVSwitch is on the PCI bus",

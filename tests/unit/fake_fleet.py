@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from gpufleet import __version__, matrix
+from gpufleet.matrix.dcgm import DCGM_SERVICE, dcgm_packages, dcgm_unsupported_reason
 from gpufleet.operations.kernel import blacklist_text
 from gpufleet.spec import NodeSpec
 from gpufleet.stages import driver as driver_stage
@@ -128,6 +129,13 @@ class FakeGpuHost:
         lines += [f"{PROBE}env", *(["present"] if self.provisioned else [])]
         return lines
 
+    def _gets_dcgm(self, spec: NodeSpec, resolution: matrix.Resolution) -> bool:
+        """What the dcgm stage decides for this host (its GPUs, distro and ``dcgm`` key)."""
+        if spec.dcgm == "off" or dcgm_unsupported_reason(resolution.repo_distro):
+            return False
+        models = [matrix.gpu_by_device_id(d) for d in self.gpus]
+        return spec.dcgm == "on" or any(m and not m.is_nvswitch for m in models)
+
     def _provisioned_responses(
         self, resolution: matrix.Resolution, driver_packages: dict[str, str], host_name: str
     ) -> dict[str, Any]:
@@ -158,7 +166,10 @@ class FakeGpuHost:
                 units.append(f"{monitoring.NODE_EXPORTER}.service")
         installed[resolution.cuda_toolkit_package] = f"{resolution.cuda}.1-1"
         held = [name for name in driver_packages if resolution.pinning_package is None]
-        for spec_string in [*resolution.cudnn_packages, *resolution.nccl_packages]:
+        dcgm = dcgm_packages(resolution.cuda) if self._gets_dcgm(spec, resolution) else []
+        if dcgm:
+            units.append(f"{DCGM_SERVICE}.service")
+        for spec_string in [*resolution.cudnn_packages, *resolution.nccl_packages, *dcgm]:
             name, _, version = spec_string.partition("=")
             installed[name] = version or "1.0-1"
             held.append(name)

@@ -97,6 +97,10 @@ SCENARIOS = {
     "cpu-sandbox-like": FakeGpuHost(gpus=(), inventory={"gpu_less": True}),
     "no-periodic": FakeGpuHost(inventory={"periodic_checks": False}),
     "done-no-periodic": FakeGpuHost(provisioned=True, inventory={"periodic_checks": False}),
+    "dcgm-off": FakeGpuHost(inventory={"dcgm": "off"}),
+    "done-cpu-dcgm-on": FakeGpuHost(
+        provisioned=True, gpus=(), inventory={"gpu_less": True, "dcgm": "on"}
+    ),
 }
 
 REFUSED = {
@@ -309,6 +313,7 @@ def test_prod_inventory_plan_reads_stage_by_stage():
         "gpufleet nvidia_repo",
         "gpufleet driver",
         "gpufleet cuda_stack",
+        "gpufleet dcgm",
         "gpufleet python_env",
         "gpufleet validation_payload",
         "gpufleet monitoring",
@@ -341,3 +346,40 @@ def test_allowed_runfile_driver_is_uninstalled_first(fleet_plan):
     assert ops.index(uninstall) < ops.index(
         "gpufleet driver | NVIDIA driver packages of the locked branch"
     )
+
+
+DCGM_INSTALL = "gpufleet dcgm | DCGM (datacenter-gpu-manager-4), pinned"
+
+
+def test_dcgm_installed_pinned_held_and_running_on_data_centre_gpus(fleet_plan):
+    _, changes = fleet_plan
+    for name in ("u2204-hgx-h100", "u2404-arm-h100", "u2204-v100"):
+        dcgm = [op for op in changes[name] if op.startswith("gpufleet dcgm")]
+        assert dcgm == [
+            DCGM_INSTALL,
+            "gpufleet dcgm | datacenter-gpu-manager-4-core held",
+            "gpufleet dcgm | datacenter-gpu-manager-4-cuda12 held",
+            "gpufleet dcgm | nvidia-dcgm enabled",
+            "gpufleet dcgm | nvidia-dcgm running",
+        ], name
+    assert "DCGM 1:4.5.1-1" in summary(fleet_plan[0], "u2204-hgx-h100")
+
+
+@pytest.mark.parametrize(
+    ("name", "why"),
+    [
+        ("u2004-a100", "DCGM 4 is not published for ubuntu2004"),
+        ("deb12-a100", "DCGM 4 is not published for debian12"),
+        ("dcgm-off", "dcgm: off"),
+        ("cpu-sandbox-like", "no data-centre GPU on the PCI bus (dcgm: auto)"),
+    ],
+)
+def test_dcgm_skipped_with_the_reason_in_the_plan(fleet_plan, name, why):
+    result, changes = fleet_plan
+    assert not any(op.startswith("gpufleet dcgm") for op in changes[name])
+    assert f"DCGM not installed: {why}" in summary(result, name)
+
+
+def test_dcgm_on_without_gpus_installs_it_and_a_provisioned_host_plans_nothing(fleet_plan):
+    _, changes = fleet_plan
+    assert changes["done-cpu-dcgm-on"] == []
