@@ -184,6 +184,7 @@ def test_fresh_host_plans_every_stage_in_order(fleet_plan):
         "gpufleet nvidia_repo",
         "gpufleet driver",
         "gpufleet cuda_stack",
+        "gpufleet nccl_tests",
         "gpufleet python_env",
         "gpufleet validation_payload",
         "gpufleet monitoring",
@@ -314,6 +315,7 @@ def test_prod_inventory_plan_reads_stage_by_stage():
         "gpufleet driver",
         "gpufleet cuda_stack",
         "gpufleet dcgm",
+        "gpufleet nccl_tests",
         "gpufleet python_env",
         "gpufleet validation_payload",
         "gpufleet monitoring",
@@ -383,3 +385,28 @@ def test_dcgm_skipped_with_the_reason_in_the_plan(fleet_plan, name, why):
 def test_dcgm_on_without_gpus_installs_it_and_a_provisioned_host_plans_nothing(fleet_plan):
     _, changes = fleet_plan
     assert changes["done-cpu-dcgm-on"] == []
+
+
+def test_nccl_tests_built_on_multi_gpu_hosts_for_their_gpus_only(fleet_plan):
+    result, changes = fleet_plan
+    ops = [op for op in changes["u2204-hgx-h100"] if op.startswith("gpufleet nccl_tests")]
+    assert ops == [
+        "gpufleet nccl_tests | build tools for nccl-tests",
+        "gpufleet nccl_tests | nccl-tests built in /opt/gpufleet/nccl-tests/38974e703421 "
+        "(sha256 checked)",
+    ]
+    assert "; nccl-tests;" in summary(result, "u2204-hgx-h100")
+    assert changes["done-hgx-h100"] == []
+
+
+@pytest.mark.parametrize(
+    ("name", "why"),
+    [
+        ("u2404-arm-h100", "1 GPU(s) on the PCI bus (nccl_tests: auto builds it for 2+)"),
+        ("cpu-sandbox-like", "0 GPU(s) on the PCI bus"),
+    ],
+)
+def test_nccl_tests_skipped_with_the_reason_in_the_plan(fleet_plan, name, why):
+    result, changes = fleet_plan
+    assert not any(op.startswith("gpufleet nccl_tests") for op in changes[name])
+    assert f"nccl-tests not built: {why}" in summary(result, name)
