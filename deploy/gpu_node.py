@@ -8,8 +8,10 @@ preflight is left untouched and reported failed; the other hosts carry on.
 """
 
 from gpufleet.stages.cuda_stack import cuda_stack
+from gpufleet.stages.dcgm import dcgm
 from gpufleet.stages.driver import driver
 from gpufleet.stages.monitoring import periodic_checks
+from gpufleet.stages.nccl_tests import nccl_tests
 from gpufleet.stages.node import node_plan
 from gpufleet.stages.nvidia_repo import nvidia_repo
 from gpufleet.stages.preflight import preflight
@@ -22,6 +24,8 @@ if preflight(plan=plan):
     nvidia_repo(plan=plan)
     driver(plan=plan)
     cuda_stack(plan=plan)
+    dcgm(plan=plan)  # a no-op where DCGM does not apply (the plan says why)
+    nccl_tests(plan=plan)  # likewise: multi-GPU hosts
     python_env(plan=plan)
     validation_payload(plan=plan)
     periodic_checks(plan=plan)  # a no-op with periodic_checks: False

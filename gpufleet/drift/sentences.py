@@ -111,6 +111,11 @@ RULES: tuple[Rule, ...] = (
     _rule(r"system CUDA toolkit", "system CUDA toolkit missing or at another version"),
     _rule(r"cuDNN runtime and dev, pinned", "cuDNN packages missing or at another version"),
     _rule(r"NCCL runtime and dev, pinned", "NCCL packages missing or at another version"),
+    # dcgm
+    _rule(
+        r"DCGM \(datacenter-gpu-manager-4\), pinned",
+        "DCGM packages missing or at another version",
+    ),
     # python_env
     _rule(r"(?P<path>/\S+) for the installer", "{path} missing"),
     _rule(r"Miniforge installer \(sha256 checked\)", "Miniforge installer missing or differs"),

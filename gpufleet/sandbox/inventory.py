@@ -30,6 +30,8 @@ def group_data(state: SandboxState) -> dict[str, Any]:
         "min_free_disk_gib": 2,
         # The periodic checks' Prometheus textfile (prometheus-node-exporter, via the apt proxy).
         "node_exporter": True,
+        # No data-centre GPU here, so `auto` would skip DCGM: install its stand-ins all the same.
+        "dcgm": "on",
     }
     if state.nvidia_repo_url:
         data.update(

@@ -47,6 +47,7 @@ _URL_KEYS = (
     "apt_proxy",
     "pip_index_url",
     "miniforge_url",
+    "nccl_tests_url",
 )
 
 
@@ -71,6 +72,11 @@ def value_errors(key: str, value: Any, shown: str) -> list[str]:
         return [
             f"nvidia_repo_key_fingerprint = {value!r} is not a 40-hex-digit fingerprint. Fix: "
             "copy it from `gpg --show-keys KEYFILE`, without spaces."
+        ]
+    if key == "nccl_tests_sha256" and not re.fullmatch(r"[0-9a-f]{64}", value):
+        return [
+            f"nccl_tests_sha256 = {value!r} is not a lower-case sha256. Fix: give the 64 hex "
+            "digits of `sha256sum` of the archive nccl_tests_url names."
         ]
     if key == "miniforge_sha256":
         bad = [a for a, s in value.items() if not re.fullmatch(r"[0-9a-f]{64}", s)]

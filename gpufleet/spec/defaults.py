@@ -36,3 +36,9 @@ MINIFORGE_URL = (
 # next to ".../repos/ubuntu2204/x86_64/3bf863cc.pub"; the short id A4B469963BF863CC is what apt
 # prints in NO_PUBKEY errors.
 NVIDIA_REPO_KEY_FINGERPRINT = "EB693B3035CD5710E231E123A4B469963BF863CC"
+# nccl-tests source release built on multi-GPU hosts (without MPI). Version, URL form and sha256
+# as Spack pins them: spack/spack-packages, repos/spack_repo/builtin/packages/nccl_tests/package.py
+# (commit d9bc1530), version("2.17.6", sha256=...) with url .../archive/v<version>.tar.gz.
+NCCL_TESTS_VERSION = "2.17.6"
+NCCL_TESTS_URL = f"https://github.com/NVIDIA/nccl-tests/archive/v{NCCL_TESTS_VERSION}.tar.gz"
+NCCL_TESTS_SHA256 = "38974e70342150ede0e3fb8fd24bfe60ccbde90fa20241716ba8bb338e6b61a0"

@@ -19,6 +19,8 @@ from gpufleet.spec.defaults import (
     MINIFORGE_SHA256,
     MINIFORGE_URL,
     MINIFORGE_VERSION,
+    NCCL_TESTS_SHA256,
+    NCCL_TESTS_URL,
     NVIDIA_REPO_KEY_FINGERPRINT,
     PYINFRA_KEY_PREFIXES,
     USER_KEY_PREFIX,
@@ -66,6 +68,18 @@ class NodeSpec:
     install_cuda_toolkit: bool = _key(True, "install the system CUDA toolkit (cuda-toolkit-X-Y)")
     install_cudnn: bool = _key(True, "install system cuDNN (runtime and dev packages)")
     install_nccl: bool = _key(True, "install system NCCL (libnccl2 and libnccl-dev)")
+    dcgm: str = _key(
+        "auto",
+        "NVIDIA DCGM (datacenter-gpu-manager-4, nvidia-dcgm); auto: with data-centre GPUs",
+        ("auto", "on", "off"),
+    )
+    nccl_tests: str = _key(
+        "auto",
+        "build nccl-tests (all_reduce_perf) for the full tier; auto: hosts with 2+ GPUs",
+        ("auto", "on", "off"),
+    )
+    nccl_tests_url: str = _key(NCCL_TESTS_URL, "nccl-tests source archive (or a mirror of it)")
+    nccl_tests_sha256: str = _key(NCCL_TESTS_SHA256, "sha256 of that archive")
     fabric_manager: str = _key(
         "auto",
         "NVIDIA Fabric Manager; auto: when an NVSwitch is on the PCI bus",
@@ -158,6 +172,12 @@ class NodeSpec:
     def from_host_data(cls, data: Mapping[str, Any]) -> NodeSpec:
         """Build a NodeSpec from host data, refusing unknown keys, bad types and bad values."""
         return from_host_data(data)
+
+    @property
+    def nccl_tests_dir(self) -> str:
+        """Where nccl-tests is built, one folder per source archive:
+        ``/opt/gpufleet/nccl-tests/38974e703421``."""
+        return f"/opt/gpufleet/nccl-tests/{self.nccl_tests_sha256[:12]}"
 
     @property
     def conda_root(self) -> str:

@@ -16,6 +16,10 @@ driver                 headers + DKMS, nouveau blacklisted (initramfs on change)
                        unattended-upgrades blacklist, reboot per ``reboot``, then
                        persistenced and (with NVSwitch) Fabric Manager running
 cuda_stack             CUDA toolkit, cuDNN and NCCL at the matrix's versions, held
+dcgm                   DCGM (datacenter-gpu-manager-4 core + cuda<major>) pinned, held,
+                       nvidia-dcgm running; data-centre GPUs on Ubuntu 22.04/24.04
+nccl_tests             nccl-tests built from a pinned, sha256-checked source release
+                       (no MPI) on hosts with 2+ GPUs, for the full tier's all-reduce
 python_env             conda (Miniforge, sha256-checked) or venv (system Python or uv);
                        pip install under constraints; activation + gpufleet-python;
                        import self-check

@@ -9,7 +9,10 @@ from pyinfra.api import deploy
 from pyinfra.context import ctx_host
 
 from gpufleet.matrix import GpuModel, gpu_by_device_id
+from gpufleet.matrix.dcgm import DCGM_VERSION
 from gpufleet.matrix.drivers import version_tuple
+from gpufleet.stages.dcgm import skip_reason as dcgm_skip_reason
+from gpufleet.stages.nccl_tests import skip_reason as nccl_tests_skip_reason
 from gpufleet.stages.node import NodePlan, node_plan
 
 
@@ -54,6 +57,10 @@ def describe(plan: NodePlan) -> str:
     if spec.fabric_manager == "on" or (spec.fabric_manager == "auto" and switches):
         driver.append(resolution.fabricmanager_package or "nvidia-fabricmanager")
     lock = resolution.pinning_package or "apt preferences + hold"
+    no_dcgm = dcgm_skip_reason(plan)
+    dcgm = f"DCGM not installed: {no_dcgm}" if no_dcgm else f"DCGM {DCGM_VERSION}"
+    no_nccl_tests = nccl_tests_skip_reason(plan)
+    nccl_tests = f"nccl-tests not built: {no_nccl_tests}" if no_nccl_tests else "nccl-tests"
     stack = [
         f"CUDA {resolution.cuda}" if spec.install_cuda_toolkit else "",
         f"cuDNN {resolution.cudnn}" if spec.install_cudnn else "",
@@ -64,7 +71,8 @@ def describe(plan: NodePlan) -> str:
         f"{host_state.kernel}; {hardware} -> repository {resolution.repo_distro}/"
         f"{resolution.repo_arch}; driver {resolution.driver_branch} "
         f"({resolution.kernel_module_flavor} modules: {', '.join(driver)}; locked by {lock}); "
-        f"{', '.join(s for s in stack if s) or 'no system CUDA stack'}; TensorFlow "
+        f"{', '.join(s for s in stack if s) or 'no system CUDA stack'}; {dcgm}; {nccl_tests}; "
+        f"TensorFlow "
         f"{resolution.tf_version} ({spec.tensorflow_package}) in {spec.python_env} "
         f"{spec.env_dir}; reboot policy {spec.reboot}"
     )

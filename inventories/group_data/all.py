@@ -13,6 +13,8 @@ kernel_module_flavor = "auto"  # open modules for Turing and newer, proprietary 
 install_cuda_toolkit = True  # system CUDA toolkit (nvcc, for building custom ops)
 install_cudnn = True  # system cuDNN, pinned to what TF was built with
 install_nccl = True  # system NCCL runtime and headers (nccl-tests builds against them)
+dcgm = "auto"  # DCGM on data-centre GPUs, Ubuntu 22.04/24.04 only (its docs); on / off
+nccl_tests = "auto"  # nccl-tests built on hosts with 2+ GPUs; nccl_tests_url/_sha256 for mirrors
 fabric_manager = "auto"  # started on hosts whose PCI bus shows NVSwitch bridges
 persistenced = True  # keep the driver loaded between jobs
 

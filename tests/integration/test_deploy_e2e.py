@@ -26,6 +26,7 @@ import pytest
 import testinfra
 from prometheus_client.parser import text_string_to_metric_families
 
+from gpufleet.matrix.dcgm import dcgm_packages
 from gpufleet.report.schema import validate_results
 from gpufleet.sandbox.inventory import REFUSE_ENV, group_data
 from gpufleet.sandbox.state import STATE_DIR
@@ -197,7 +198,8 @@ def test_packages_pinned_and_held_at_resolved_versions(
 ) -> None:
     node = host(sandbox, name)
     resolution = spec.resolve(os_id="ubuntu", os_version="22.04", arch="x86_64", gpu_device_ids=())
-    pinned = resolution.cudnn_packages + resolution.nccl_packages
+    # The sandbox inventory sets dcgm: on (its hosts have no data-centre GPU for auto).
+    pinned = resolution.cudnn_packages + resolution.nccl_packages + dcgm_packages(resolution.cuda)
     for package_spec in pinned:
         package, version = package_spec.split("=", 1)
         assert node.package(package).is_installed, package
@@ -255,7 +257,7 @@ def test_services_and_timers_enabled_and_running(
     first_run: Run, sandbox: Sandbox, name: str
 ) -> None:
     node = host(sandbox, name)
-    for unit in ("nvidia-persistenced.service", "gpufleet-periodic.timer"):
+    for unit in ("nvidia-persistenced.service", "nvidia-dcgm.service", "gpufleet-periodic.timer"):
         service = node.service(unit)
         assert service.is_enabled, f"{unit} not enabled on {name}"
         assert service.is_running, f"{unit} not running on {name}"

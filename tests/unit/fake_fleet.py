@@ -14,10 +14,12 @@ from pathlib import Path
 from typing import Any
 
 from gpufleet import __version__, matrix
+from gpufleet.matrix.dcgm import DCGM_SERVICE, dcgm_packages, dcgm_unsupported_reason
 from gpufleet.operations.kernel import blacklist_text
 from gpufleet.spec import NodeSpec
 from gpufleet.stages import driver as driver_stage
 from gpufleet.stages import monitoring
+from gpufleet.stages import nccl_tests as nccl_tests_stage
 from gpufleet.stages import nvidia_repo as repo_stage
 from gpufleet.stages import python_env as env_stage
 from gpufleet.stages.host_probe import DRIVER_MARKER
@@ -128,6 +130,19 @@ class FakeGpuHost:
         lines += [f"{PROBE}env", *(["present"] if self.provisioned else [])]
         return lines
 
+    def _gets_dcgm(self, spec: NodeSpec, resolution: matrix.Resolution) -> bool:
+        """What the dcgm stage decides for this host (its GPUs, distro and ``dcgm`` key)."""
+        if spec.dcgm == "off" or dcgm_unsupported_reason(resolution.repo_distro):
+            return False
+        models = [matrix.gpu_by_device_id(d) for d in self.gpus]
+        return spec.dcgm == "on" or any(m and not m.is_nvswitch for m in models)
+
+    def _gets_nccl_tests(self, spec: NodeSpec) -> bool:
+        """What the nccl_tests stage decides for this host (GPU count and keys)."""
+        if spec.nccl_tests == "off" or not (spec.install_cuda_toolkit and spec.install_nccl):
+            return False
+        return spec.nccl_tests == "on" or len(self.gpus) >= 2
+
     def _provisioned_responses(
         self, resolution: matrix.Resolution, driver_packages: dict[str, str], host_name: str
     ) -> dict[str, Any]:
@@ -158,7 +173,13 @@ class FakeGpuHost:
                 units.append(f"{monitoring.NODE_EXPORTER}.service")
         installed[resolution.cuda_toolkit_package] = f"{resolution.cuda}.1-1"
         held = [name for name in driver_packages if resolution.pinning_package is None]
-        for spec_string in [*resolution.cudnn_packages, *resolution.nccl_packages]:
+        if self._gets_nccl_tests(spec):
+            installed.update({tool: "1.0-1" for tool in nccl_tests_stage.BUILD_TOOLS})
+            responses[f"if [ -e {spec.nccl_tests_dir}/bin/all_reduce_perf ]"] = ["yes"]
+        dcgm = dcgm_packages(resolution.cuda) if self._gets_dcgm(spec, resolution) else []
+        if dcgm:
+            units.append(f"{DCGM_SERVICE}.service")
+        for spec_string in [*resolution.cudnn_packages, *resolution.nccl_packages, *dcgm]:
             name, _, version = spec_string.partition("=")
             installed[name] = version or "1.0-1"
             held.append(name)

@@ -97,6 +97,10 @@ SCENARIOS = {
     "cpu-sandbox-like": FakeGpuHost(gpus=(), inventory={"gpu_less": True}),
     "no-periodic": FakeGpuHost(inventory={"periodic_checks": False}),
     "done-no-periodic": FakeGpuHost(provisioned=True, inventory={"periodic_checks": False}),
+    "dcgm-off": FakeGpuHost(inventory={"dcgm": "off"}),
+    "done-cpu-dcgm-on": FakeGpuHost(
+        provisioned=True, gpus=(), inventory={"gpu_less": True, "dcgm": "on"}
+    ),
 }
 
 REFUSED = {
@@ -180,6 +184,7 @@ def test_fresh_host_plans_every_stage_in_order(fleet_plan):
         "gpufleet nvidia_repo",
         "gpufleet driver",
         "gpufleet cuda_stack",
+        "gpufleet nccl_tests",
         "gpufleet python_env",
         "gpufleet validation_payload",
         "gpufleet monitoring",
@@ -309,6 +314,8 @@ def test_prod_inventory_plan_reads_stage_by_stage():
         "gpufleet nvidia_repo",
         "gpufleet driver",
         "gpufleet cuda_stack",
+        "gpufleet dcgm",
+        "gpufleet nccl_tests",
         "gpufleet python_env",
         "gpufleet validation_payload",
         "gpufleet monitoring",
@@ -341,3 +348,65 @@ def test_allowed_runfile_driver_is_uninstalled_first(fleet_plan):
     assert ops.index(uninstall) < ops.index(
         "gpufleet driver | NVIDIA driver packages of the locked branch"
     )
+
+
+DCGM_INSTALL = "gpufleet dcgm | DCGM (datacenter-gpu-manager-4), pinned"
+
+
+def test_dcgm_installed_pinned_held_and_running_on_data_centre_gpus(fleet_plan):
+    _, changes = fleet_plan
+    for name in ("u2204-hgx-h100", "u2404-arm-h100", "u2204-v100"):
+        dcgm = [op for op in changes[name] if op.startswith("gpufleet dcgm")]
+        assert dcgm == [
+            DCGM_INSTALL,
+            "gpufleet dcgm | datacenter-gpu-manager-4-core held",
+            "gpufleet dcgm | datacenter-gpu-manager-4-cuda12 held",
+            "gpufleet dcgm | nvidia-dcgm enabled",
+            "gpufleet dcgm | nvidia-dcgm running",
+        ], name
+    assert "DCGM 1:4.5.1-1" in summary(fleet_plan[0], "u2204-hgx-h100")
+
+
+@pytest.mark.parametrize(
+    ("name", "why"),
+    [
+        ("u2004-a100", "DCGM 4 is not published for ubuntu2004"),
+        ("deb12-a100", "DCGM 4 is not published for debian12"),
+        ("dcgm-off", "dcgm: off"),
+        ("cpu-sandbox-like", "no data-centre GPU on the PCI bus (dcgm: auto)"),
+    ],
+)
+def test_dcgm_skipped_with_the_reason_in_the_plan(fleet_plan, name, why):
+    result, changes = fleet_plan
+    assert not any(op.startswith("gpufleet dcgm") for op in changes[name])
+    assert f"DCGM not installed: {why}" in summary(result, name)
+
+
+def test_dcgm_on_without_gpus_installs_it_and_a_provisioned_host_plans_nothing(fleet_plan):
+    _, changes = fleet_plan
+    assert changes["done-cpu-dcgm-on"] == []
+
+
+def test_nccl_tests_built_on_multi_gpu_hosts_for_their_gpus_only(fleet_plan):
+    result, changes = fleet_plan
+    ops = [op for op in changes["u2204-hgx-h100"] if op.startswith("gpufleet nccl_tests")]
+    assert ops == [
+        "gpufleet nccl_tests | build tools for nccl-tests",
+        "gpufleet nccl_tests | nccl-tests built in /opt/gpufleet/nccl-tests/38974e703421 "
+        "(sha256 checked)",
+    ]
+    assert "; nccl-tests;" in summary(result, "u2204-hgx-h100")
+    assert changes["done-hgx-h100"] == []
+
+
+@pytest.mark.parametrize(
+    ("name", "why"),
+    [
+        ("u2404-arm-h100", "1 GPU(s) on the PCI bus (nccl_tests: auto builds it for 2+)"),
+        ("cpu-sandbox-like", "0 GPU(s) on the PCI bus"),
+    ],
+)
+def test_nccl_tests_skipped_with_the_reason_in_the_plan(fleet_plan, name, why):
+    result, changes = fleet_plan
+    assert not any(op.startswith("gpufleet nccl_tests") for op in changes[name])
+    assert f"nccl-tests not built: {why}" in summary(result, name)

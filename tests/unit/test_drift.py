@@ -201,6 +201,11 @@ def test_fresh_hosts_plan_reads_stage_by_stage():
     ("name", "sentence"),
     [
         ("gpufleet cuda_stack | libnccl2 held", "libnccl2 no longer held"),
+        (
+            "gpufleet dcgm | DCGM (datacenter-gpu-manager-4), pinned",
+            "DCGM packages missing or at another version",
+        ),
+        ("gpufleet dcgm | nvidia-dcgm running", "nvidia-dcgm not running"),
         ("gpufleet driver | nvidia-persistenced enabled", "nvidia-persistenced not enabled"),
         ("gpufleet driver | nvidia-persistenced running", "nvidia-persistenced not running"),
         (

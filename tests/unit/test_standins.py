@@ -11,7 +11,12 @@ import pytest
 from gpufleet import matrix
 from gpufleet.matrix.drivers import DRIVER_BRANCHES
 from gpufleet.sandbox.standins import build_nvidia_repo
-from gpufleet.sandbox.standins.catalog import cuda_packages, linux_headers, standin_packages
+from gpufleet.sandbox.standins.catalog import (
+    DISTRO_ARCHIVE_DEPENDS,
+    cuda_packages,
+    linux_headers,
+    standin_packages,
+)
 from gpufleet.sandbox.standins.debs import build_deb
 from gpufleet.sandbox.standins.driver_tree import driver_packages, pinning_package
 from gpufleet.sandbox.standins.model import StandinError, StandinPackage, render
@@ -67,6 +72,7 @@ def test_every_package_the_matrix_names_is_there_at_its_version(branch: int, fla
 def test_every_dependency_is_in_the_repository() -> None:
     packages = catalog()
     provided = set(packages) | {v for p in packages.values() for v in p.provides}
+    provided |= set(DISTRO_ARCHIVE_DEPENDS)  # from Ubuntu's archive, through the apt proxy
     for package in packages.values():
         for dep in package.depends:
             assert dep.split(" ", 1)[0] in provided, (package.name, dep)

@@ -12,6 +12,12 @@ import re
 from collections.abc import Iterable, Sequence
 
 from gpufleet import matrix
+from gpufleet.matrix.dcgm import (
+    DCGM_CORE,
+    DCGM_CUDA_MAJORS,
+    DCGM_VERSION,
+    dcgm_unsupported_reason,
+)
 from gpufleet.sandbox.standins.driver_tree import driver_packages, fabricmanager_package
 from gpufleet.sandbox.standins.model import (
     STANDIN,
@@ -21,6 +27,10 @@ from gpufleet.sandbox.standins.model import (
     recorded,
     render,
 )
+
+# Dependencies of stand-ins that come from the distribution's archive (as for the real
+# packages), which the sandbox hosts reach through the apt proxy.
+DISTRO_ARCHIVE_DEPENDS = ("lshw",)
 
 # Repository arch folder -> Debian architecture of its packages.
 DEB_ARCHES = {"x86_64": "amd64", "sbsa": "arm64"}
@@ -123,6 +133,8 @@ def standin_packages(
             )
         add(tree)
     add([linux_headers(kernel_release, arch)])
+    if dcgm_unsupported_reason(repo_distro) is None:
+        add(dcgm_packages(arch))
     return list(packages.values())
 
 
@@ -227,3 +239,39 @@ def linux_headers(kernel_release: str, arch: str) -> StandinPackage:
         files=(StandinFile(f"/usr/src/{name}/README.gpufleet-standin", readme),),
         symlinks=((f"/lib/modules/{kernel_release}/build", f"/usr/src/{name}"),),
     )
+
+
+def dcgm_packages(arch: str, version: str = DCGM_VERSION) -> list[StandinPackage]:
+    """DCGM 4: ``-core`` (``nv-hostengine``, ``dcgmi``, ``nvidia-dcgm.service``; it depends on
+    lshw, as the real one does) and one ``-cuda<major>`` package per CUDA major, each depending
+    on the exact ``-core`` (DCGM's cmake/packaging.cmake; see SOURCES.md)."""
+    upstream = version.split(":", 1)[-1].split("-", 1)[0]
+    hostengine = render("nv-hostengine.sh", DCGM_VERSION=upstream)
+    core = StandinPackage(
+        DCGM_CORE,
+        version,
+        arch,
+        "NVIDIA Datacenter GPU Management Tools (core)",
+        depends=("lshw",),
+        files=(
+            StandinFile("/usr/bin/nv-hostengine", hostengine, 0o755),
+            StandinFile("/usr/bin/dcgmi", render("dcgmi.sh", DCGM_VERSION=upstream), 0o755),
+            StandinFile(
+                "/lib/systemd/system/nvidia-dcgm.service",
+                render("nvidia-dcgm.service", DCGM_VERSION=upstream),
+            ),
+        ),
+    )
+    return [
+        core,
+        *(
+            StandinPackage(
+                f"datacenter-gpu-manager-4-cuda{major}",
+                version,
+                arch,
+                f"NVIDIA Datacenter GPU Management Tools (CUDA {major} diagnostics)",
+                depends=(f"{DCGM_CORE} (= {version})",),
+            )
+            for major in DCGM_CUDA_MAJORS
+        ),
+    ]

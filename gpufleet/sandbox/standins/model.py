@@ -12,9 +12,9 @@ STANDIN = "gpufleet sandbox stand-in"
 MAINTAINER = "gpufleet sandbox stand-in <gpufleet-sandbox@localhost.invalid>"
 
 _PLACEHOLDER = re.compile(r"@[A-Z_]+@")
-# Debian policy 5.6.1 (package names) and 5.6.12 (versions, without epochs here).
+# Debian policy 5.6.1 (package names) and 5.6.12 (versions; an epoch as DCGM's "1:").
 _NAME = re.compile(r"^[a-z0-9][a-z0-9.+-]+$")
-_VERSION = re.compile(r"^[0-9][A-Za-z0-9.+~]*(-[A-Za-z0-9.+~]+)?$")
+_VERSION = re.compile(r"^([0-9]+:)?[0-9][A-Za-z0-9.+~]*(-[A-Za-z0-9.+~]+)?$")
 
 
 class StandinError(SandboxError):
@@ -67,8 +67,9 @@ class StandinPackage:
 
     @property
     def deb_filename(self) -> str:
-        """``name_version_arch.deb``, the file name dpkg-name and NVIDIA's repository use."""
-        return f"{self.name}_{self.version}_{self.architecture}.deb"
+        """``name_version_arch.deb``, the file name dpkg-name and NVIDIA's repository use (the
+        epoch, if any, is left out of it: ``datacenter-gpu-manager-4-core_4.5.1-1_amd64.deb``)."""
+        return f"{self.name}_{self.version.split(':', 1)[-1]}_{self.architecture}.deb"
 
     def control(self, installed_size_kib: int) -> str:
         """The DEBIAN/control text."""
