@@ -117,7 +117,7 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
 
 # Checks run cheapest and most basic first: a host that fails its declared state explains the
 # GPU health and workload failures that follow.
-MODULE_ORDER = ("test_host_state", "test_gpu_health", "test_workloads")
+MODULE_ORDER = ("test_host_state", "test_gpu_health", "test_vendor_diagnostics", "test_workloads")
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:

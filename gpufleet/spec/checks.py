@@ -73,6 +73,12 @@ def value_errors(key: str, value: Any, shown: str) -> list[str]:
             f"nvidia_repo_key_fingerprint = {value!r} is not a 40-hex-digit fingerprint. Fix: "
             "copy it from `gpg --show-keys KEYFILE`, without spaces."
         ]
+    if key == "dcgm_diag_level" and value not in (1, 2, 3, 4):
+        return [f"dcgm_diag_level = {value!r} is not 1, 2, 3 or 4. Fix: pick one, or unset it."]
+    if key in ("nccl_tests_min_bytes", "nccl_tests_max_bytes") and not re.fullmatch(
+        r"[1-9][0-9]*[KMG]?", value
+    ):
+        return [f"{key} = {value!r} is not a size like 8, 128M or 8G. Fix: digits, then K, M or G."]
     if key == "nccl_tests_sha256" and not re.fullmatch(r"[0-9a-f]{64}", value):
         return [
             f"nccl_tests_sha256 = {value!r} is not a lower-case sha256. Fix: give the 64 hex "

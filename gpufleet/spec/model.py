@@ -78,6 +78,11 @@ class NodeSpec:
         "build nccl-tests (all_reduce_perf) for the full tier; auto: hosts with 2+ GPUs",
         ("auto", "on", "off"),
     )
+    dcgm_diag_level: int | None = _key(
+        None, "dcgmi diag level (1-4); default 1 in the quick tier, 3 in the full tier"
+    )
+    nccl_tests_min_bytes: str = _key("8", "all_reduce_perf's smallest message size (-b)")
+    nccl_tests_max_bytes: str = _key("8G", "all_reduce_perf's largest message size (-e)")
     nccl_tests_url: str = _key(NCCL_TESTS_URL, "nccl-tests source archive (or a mirror of it)")
     nccl_tests_sha256: str = _key(NCCL_TESTS_SHA256, "sha256 of that archive")
     fabric_manager: str = _key(

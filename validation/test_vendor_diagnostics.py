@@ -1,0 +1,82 @@
+"""NVIDIA's own diagnostics: DCGM's `dcgmi diag` (every tier) and nccl-tests' all-reduce (full)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from gpufleet.matrix import gpu_by_device_id
+from gpufleet.parsers import parse_dcgm_diag, parse_nccl_tests
+from gpufleet.vendor import figure_of, judge_dcgm, judge_nccl
+from validation.hostinfo import HostInfo
+from validation.vendor_runs import dcgm_command, dcgm_level, nccl_tests_command, split_rc
+
+
+def _apply(verdict: Any, record: Any) -> None:
+    """Turn a vendor gate's verdict into this check's outcome, with its figures recorded."""
+    record(verdict.reason, **verdict.figures)
+    if verdict.status in ("fail", "error"):
+        pytest.fail(verdict.reason)
+    if verdict.status == "skip":
+        pytest.skip(verdict.reason)
+    if verdict.status == "no_floor":
+        pytest.skip(f"no published floor for this host: {verdict.reason}")
+
+
+def _mig_enabled(host: Any) -> bool:
+    result = host.run("nvidia-smi --query-gpu=mig.mode.current --format=csv,noheader")
+    return result.rc == 0 and "Enabled" in result.stdout
+
+
+def test_dcgm_diag(host: Any, gpu: HostInfo, spec: Any, tier: str, record: Any) -> None:
+    if spec.dcgm == "off":
+        pytest.skip("dcgm: off in the inventory")
+    if not host.exists("dcgmi"):
+        pytest.fail(
+            "dcgmi is not installed though this host has NVIDIA GPUs; run the deploy "
+            "(stage dcgm) or set dcgm: off"
+        )
+    level = dcgm_level(spec, tier)
+    if _mig_enabled(host):
+        _apply(judge_dcgm(None, mig_enabled=True, level=level), record)
+    output, rc = split_rc(host.run(dcgm_command(level)).stdout)
+    verdict = judge_dcgm(parse_dcgm_diag(output, rc), level=level)
+    _apply(verdict, record)
+
+
+def test_nccl_allreduce(host: Any, gpu: HostInfo, spec: Any, tier: str, record: Any) -> None:
+    if tier != "full":
+        pytest.skip("nccl-tests all_reduce_perf runs in the full tier")
+    gpus = len(gpu.gpus_on_bus)
+    if gpus < 2:
+        pytest.skip(f"{gpus} GPU: no all-reduce between GPUs to measure")
+    binary = f"{spec.nccl_tests_dir}/bin/all_reduce_perf"
+    if not host.file(binary).exists:
+        pytest.fail(f"{binary} is missing; run the deploy (stage nccl_tests, nccl_tests: on)")
+    command = nccl_tests_command(binary, gpus, spec.nccl_tests_min_bytes, spec.nccl_tests_max_bytes)
+    output, rc = split_rc(host.run(command).stdout)
+    parsed = parse_nccl_tests(output)
+    model = gpu_by_device_id(gpu.gpus_on_bus[0].device_id)
+    name = (parsed.devices[0] if parsed.devices else None) or (model.name if model else "")
+    topology = host.run("nvidia-smi topo -m").stdout
+    verdict = judge_nccl(
+        figure_of(parsed, rc),
+        gpu_model=name,
+        gpu_count=gpus,
+        interconnect=_interconnect(topology),
+    )
+    _apply(verdict, record)
+
+
+def _interconnect(topo_text: str) -> str:
+    """The host's interconnect class from ``nvidia-smi topo -m``; an unreadable matrix gives
+    "unknown (...)", for which no floor exists, so the figure is reported, not judged."""
+    from gpufleet.parsers import parse_nvidia_smi_topo
+    from gpufleet.parsers.topo import TopoParseError
+    from validation.workloads._topology import classify
+
+    try:
+        return classify(parse_nvidia_smi_topo(topo_text)).name
+    except (TopoParseError, ValueError) as exc:
+        return f"unknown ({exc})"
