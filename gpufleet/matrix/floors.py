@@ -177,7 +177,7 @@ _CHOICE_MP_FP32 = (
 )
 
 
-def _scaling(gpu_count: int, interconnect: str) -> list[Floor]:
+def _scaling(model: GpuModel, gpu_count: int, interconnect: str) -> list[Floor]:
     if gpu_count == 1:
         return []
     unit = "fraction"
@@ -196,6 +196,10 @@ def _scaling(gpu_count: int, interconnect: str) -> list[Floor]:
             f"published ({src}: lowest weak scaling of the table, {worst:.3f} per GPU at 8 GPUs) "
             f"x {SCALING_MARGIN} (MirroredStrategy does not overlap the all-reduce{note})"
         )
+        if model.name not in pairs[0][0].gpus:
+            origin = (
+                f"gpufleet's choice (no figure for this model; the {interconnect} one): {origin}"
+            )
         value = round(worst * SCALING_MARGIN, 2)
     else:
         value = {"pcie_switch": 0.70, "pcie_host_bridge": 0.70, "cross_socket": 0.60}[interconnect]
@@ -256,7 +260,7 @@ _ALLREDUCE_CHOICE = {
     "nvlink_partial": 60.0,
     "nvlink": 30.0,
     "pcie_switch": 6.0,
-    "pcie_host_bridge": 6.0,
+    "pcie_host_bridge": 4.0,
     "cross_socket": 3.0,
 }
 _ALLREDUCE_WHY = {
@@ -267,7 +271,8 @@ _ALLREDUCE_WHY = {
     "nvlink": "above what a PCIe Gen4 x16 path carries (about 24 GB/s), so a fallback fails",
     "pcie_switch": "0.5 x NCCL's PCIe Gen3 x16 rating (PCI_BW 12 GB/s, NVIDIA/nccl topo.h), "
     "as validation/thresholds.toml",
-    "pcie_host_bridge": "as pcie_switch (NCCL models both as PCIe links)",
+    "pcie_host_bridge": "0.8 x the low end of a healthy 2x T4 through the host bridge, 5 GB/s, "
+    "where NCCL often uses SHM without P2P (review defect 13); a x8 link shows in pcie.link_width",
     "cross_socket": "0.5 x NCCL's slowest inter-socket rating (BDW_QPI_BW 6 GB/s)",
 }
 
@@ -336,7 +341,7 @@ def floors_for(gpu_model: str, gpu_count: int, interconnect: str) -> list[Floor]
     return [
         *_throughput(model),
         *_speedups(model),
-        *_scaling(gpu_count, interconnect),
+        *_scaling(model, gpu_count, interconnect),
         *_gemm(model),
         *_allreduce(model, gpu_count, interconnect),
         *_host(model),
