@@ -176,13 +176,17 @@ XLA_GAIN: tuple[Reference, ...] = (
 
 # Measured GEMM throughput as a fraction of gpufleet.matrix.gpus' dense datasheet peak, as cited
 # by the workload review (REVIEW, section "gemm" and "How I got the numbers").
+# MAMF: the stored version read has A100 SXM 267.9, A100 PCIe 256.4, H100 SXM 792.1 (bf16,
+# CUDA 12.1); the review quotes a later revision (271 / 794).
 _MAMF = Source(
-    "stas00/ml-engineering compute/accelerator/README.md", "Maximum Achievable Matmul FLOPS"
+    "stas00/ml-engineering compute/accelerator/README.md",
+    "Maximum Achievable Matmul FLOPS comparison table",
 )
 _FRYER = Source("huggingface/gpu-fryer#4", "H100 FP32 without tensor cores, about 51.5 TFLOP/s")
 _TPT120 = Source("zzc0721/torch-performance-test-data#120", "L4, 8192^3 matmul")
 _TPT140 = Source("zzc0721/torch-performance-test-data#140", "V100 SXM2, 8192^3 matmul")
 _T4FORUM = Source("NVIDIA developer forum", "About GPU peak performance (T4 at its 70 W cap)")
+_A100_PCIE = ("NVIDIA A100-PCIE-40GB", "NVIDIA A100 80GB PCIe")
 _BF16 = "MAMF is measured in bf16; fp16 and bf16 tensor rates are equal on this model"
 
 
@@ -202,10 +206,12 @@ def _frac(
 
 
 GEMM_MEASURED: tuple[Reference, ...] = (
-    _frac("bf16", A100_SXM, 271.0, 312.0, _MAMF),
-    _frac("fp16", A100_SXM, 271.0, 312.0, _MAMF, _BF16),
-    _frac("bf16", H100_SXM, 794.0, 989.5, _MAMF),
-    _frac("fp16", H100_SXM, 794.0, 989.5, _MAMF, _BF16),
+    _frac("bf16", A100_SXM, 267.9, 312.0, _MAMF),
+    _frac("fp16", A100_SXM, 267.9, 312.0, _MAMF, _BF16),
+    _frac("bf16", _A100_PCIE, 256.4, 312.0, _MAMF),
+    _frac("fp16", _A100_PCIE, 256.4, 312.0, _MAMF, _BF16),
+    _frac("bf16", H100_SXM, 792.1, 989.5, _MAMF),
+    _frac("fp16", H100_SXM, 792.1, 989.5, _MAMF, _BF16),
     _frac("fp32", H100_SXM, 51.5, 67.0, _FRYER),
     _frac("fp32", ("NVIDIA L4",), 10.7, 30.3, _TPT120),
     _frac("tf32", ("NVIDIA L4",), 25.7, 60.0, _TPT120),

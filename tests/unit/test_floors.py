@@ -26,6 +26,8 @@ MULTI = {
     "Tesla V100-SXM2-32GB": (8, "nvlink_partial"),
     "NVIDIA A100-SXM4-40GB": (8, "nvswitch"),
     "NVIDIA A100-SXM4-80GB": (8, "nvswitch"),
+    "NVIDIA A100-PCIE-40GB": (2, "pcie_switch"),
+    "NVIDIA A100 80GB PCIe": (2, "pcie_switch"),
     "NVIDIA H100 80GB HBM3": (8, "nvswitch"),
     "NVIDIA H200": (8, "nvswitch"),
     "NVIDIA L4": (2, "pcie_host_bridge"),
@@ -33,7 +35,13 @@ MULTI = {
 }
 # Healthy TF-path all-reduce busbw, the low end of the review's predicted range per class
 # (workload-gpu-review.md section 1 and defect 13); the TF path has no published figure.
-HEALTHY_BUSBW = {"nvlink_partial": 90.0, "nvswitch": 170.0, "pcie_host_bridge": 5.0}
+# PCIe classes: the review's 2x T4 range, 4-11 GB/s, without P2P (PHB) at 5, with P2P (PIX) at 8.
+HEALTHY_BUSBW = {
+    "nvlink_partial": 90.0,
+    "nvswitch": 170.0,
+    "pcie_switch": 8.0,
+    "pcie_host_bridge": 5.0,
+}
 HEALTHY_BUSBW_H100 = 280.0
 
 PUBLISHED_MODELS = sorted({g for r in refs.ALL if r.value is not None for g in r.gpus})
@@ -136,7 +144,7 @@ def test_half_clocks_fail_the_gemm_floors(model):
         assert {f"{ref.figure}[0]", f"gemm.tflops.{precision}[0]"} <= bad
 
 
-@pytest.mark.parametrize("model", [m for m in MULTI if MULTI[m][1] != "pcie_host_bridge"])
+@pytest.mark.parametrize("model", [m for m in MULTI if not MULTI[m][1].startswith("pcie")])
 def test_nvlink_fallen_back_to_pcie_fails_the_allreduce_floor(model):
     count, interconnect = MULTI[model]
     figs = healthy(model, count, interconnect)
