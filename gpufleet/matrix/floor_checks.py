@@ -103,7 +103,8 @@ def utilization_balance(
 
 
 def figures_from(doc: object) -> dict[str, object]:
-    """The figures of a --judge file: a results/workload document's ``metrics``, or a flat map.
+    """The figures of a --judge file: a results document (every ``workloads[].metrics``), one
+    workload document's ``metrics``, or a flat {name: value} map.
 
     A workload document (``{"workload": "mirrored", "metrics": {"scaling_efficiency": ...}}``)
     has its bare metric names prefixed with the workload's name.
@@ -112,6 +113,11 @@ def figures_from(doc: object) -> dict[str, object]:
         raise FloorError(
             "the figures file must hold a JSON object: {name: value} or {'metrics': {...}}"
         )
+    if isinstance(doc.get("workloads"), list) and "metrics" not in doc:
+        merged: dict[str, object] = {}
+        for workload in doc["workloads"]:
+            merged.update(figures_from(workload))
+        return merged
     metrics = doc.get("metrics", doc)
     if not isinstance(metrics, dict):
         raise FloorError("'metrics' must be a JSON object of {name: value}")

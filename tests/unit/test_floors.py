@@ -339,6 +339,23 @@ def test_thresholds_prints_every_floor_with_its_origin(capsys):
         ({"metrics": {"allreduce.busbw_gbps": 300.0, "mirrored.scaling_efficiency": 0.9}}, 0),
         ({"allreduce.busbw_gbps": 10.0}, 1),
         ({"workload": "mirrored", "metrics": {"scaling_efficiency": 0.3}}, 1),
+        (
+            {
+                "checks": [],
+                "workloads": [
+                    {"workload": "mirrored", "metrics": {"scaling_efficiency": 0.9}},
+                    {"workload": "allreduce", "metrics": {"busbw_gbps": 9.0}},
+                ],
+            },
+            1,
+        ),
+        (
+            {
+                "checks": [],
+                "workloads": [{"workload": "allreduce", "metrics": {"busbw_gbps": 300}}],
+            },
+            0,
+        ),
         ({"allreduce.busbw_gbps": "fast"}, 2),
         ({"losses_match": True}, 2),  # nothing with a floor
         ([1, 2], 2),
