@@ -28,7 +28,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from gpufleet.matrix.floors import Floor, FloorError, find_model
+from gpufleet.matrix.floors import Floor, FloorError, canonical_interconnect, find_model
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -135,8 +135,8 @@ def apply(
 
     The file must be for the same model, count and interconnect; every figure must name a floor.
     """
-    asked = (find_model(gpu_model).name, gpu_count, interconnect)
-    made = (cal.gpu_model, cal.gpu_count, cal.interconnect)
+    asked = (find_model(gpu_model).name, gpu_count, canonical_interconnect(interconnect, gpu_count))
+    made = (cal.gpu_model, cal.gpu_count, canonical_interconnect(cal.interconnect, cal.gpu_count))
     if asked != made:
         raise FloorError(
             f"{cal.path} calibrates {made[0]} x{made[1]} ({made[2]}), not {asked[0]} "

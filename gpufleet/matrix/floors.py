@@ -103,6 +103,13 @@ def _check_kind(gpu_count: int, interconnect: str) -> None:
         )
 
 
+def canonical_interconnect(interconnect: str, gpu_count: int) -> str:
+    """``nvlink`` with 8 or more GPUs is an NVSwitch board: bridges join pairs and 4-GPU boards
+    link directly, so every pair NV# among 8 needs NVSwitch. validation/workloads/_topology.py
+    and the nccl-tests floors call such a board ``nvlink``; both names give the same floors."""
+    return "nvswitch" if interconnect == "nvlink" and gpu_count >= 8 else interconnect
+
+
 def _float_precision(model: GpuModel) -> str:
     """What TF's float32 runs as: TF32 on tensor cores from compute capability 8.0 (TF default)."""
     return "tf32" if model.compute_capability >= (8, 0) else "fp32"
@@ -337,6 +344,7 @@ def floors_for(gpu_model: str, gpu_count: int, interconnect: str) -> list[Floor]
     ``resnet50.images_per_s.amp`` at 0.80 x 2375 = 1900 images/s per GPU.
     """
     _check_kind(gpu_count, interconnect)
+    interconnect = canonical_interconnect(interconnect, gpu_count)
     model = find_model(gpu_model)
     return [
         *_throughput(model),

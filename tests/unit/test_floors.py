@@ -227,6 +227,15 @@ def test_published_floors_are_margin_times_the_table():
     assert "DGX-1 (8x V100 16G)" in v100["resnet50.images_per_s.fp32"].origin
 
 
+def test_eight_gpus_all_nvlink_are_an_nvswitch_board():
+    # validation/workloads/_topology.py reports an HGX board as "nvlink"
+    assert floors_for("NVIDIA H100 80GB HBM3", 8, "nvlink") == floors_for(
+        "NVIDIA H100 80GB HBM3", 8, "nvswitch"
+    )
+    four = {f.name: f for f in floors_for("NVIDIA A100-SXM4-40GB", 4, "nvlink")}
+    assert four["allreduce.busbw_gbps"].value == 30.0
+
+
 def test_unpublished_models_report_without_a_floor():
     for model in ("NVIDIA L4", "NVIDIA H100 80GB HBM3", "NVIDIA H200", "Tesla T4"):
         floors = {f.name: f for f in floors_for(model, 1, "single_gpu")}
