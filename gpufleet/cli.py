@@ -22,6 +22,10 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "sandbox": ("gpufleet.commands.sandbox", "bring the local test fleet up or down (needs root)"),
     "diagnose": ("gpufleet.commands.diagnose", "name known GPU/TensorFlow failures in a log"),
     "matrix": ("gpufleet.commands.matrix", "resolve TF/CUDA/cuDNN/NCCL/driver versions for a host"),
+    "thresholds": (
+        "gpufleet.commands.thresholds",
+        "print the validation floors for a kind of host, or judge figures against them",
+    ),
 }
 
 

@@ -1,0 +1,51 @@
+"""`gpufleet thresholds`: every floor a kind of host faces, where it comes from; judge figures."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+
+from gpufleet.matrix.floors import INTERCONNECTS
+from gpufleet.matrix.floors_show import run
+
+
+def _count(text: str) -> int:
+    try:
+        return int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number of GPUs") from None
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="gpufleet thresholds",
+        description="Print the validation floors for a GPU model, GPU count and interconnect, "
+        "each with its origin (published figure, calibration file or gpufleet's choice).",
+        epilog='Example: gpufleet thresholds --gpu-model "NVIDIA A100-SXM4-80GB" --gpu-count 8 '
+        "--interconnect nvswitch --judge results.json",
+    )
+    parser.add_argument(
+        "--gpu-model", required=True, help="name as nvidia-smi prints it, or PCI id"
+    )
+    parser.add_argument("--gpu-count", required=True, type=_count, help="GPUs in the host")
+    parser.add_argument(
+        "--interconnect",
+        required=True,
+        metavar="CLASS",
+        help=f"slowest GPU-GPU link: {', '.join(INTERCONNECTS)}",
+    )
+    parser.add_argument("--json", action="store_true", help="print floors or verdicts as JSON")
+    parser.add_argument(
+        "--judge",
+        metavar="FIGURES.json",
+        help="judge a results document's metrics (or {name: value})",
+    )
+    parser.add_argument(
+        "--calibration", metavar="FILE", help="calibration TOML whose floors replace published ones"
+    )
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    return run(build_parser().parse_args(list(sys.argv[1:] if argv is None else argv)))

@@ -1,0 +1,163 @@
+"""Calibration files: floors measured on a known-good host, replacing the published-derived ones.
+
+Format (TOML, ``schema = 1``), one file per GPU model, GPU count and interconnect::
+
+    schema = 1
+    gpu_model = "NVIDIA H100 80GB HBM3"   # as nvidia-smi prints it, or the PCI device id
+    gpu_count = 8
+    interconnect = "nvswitch"             # a class of gpufleet.matrix.floors.INTERCONNECTS
+    host = "gpu01"                        # the host the operator declared healthy
+    date = "2026-12-01"
+    margin = 0.90                         # default for every figure below
+
+    [figures."resnet50.images_per_s.amp"]
+    values = [3010.0, 2985.5, 3022.1]     # one figure per full-tier run
+    # margin = 0.85                       # optional, this figure only
+
+A "min" floor becomes margin x the median of ``values``; a "max" floor (e.g. a spread)
+becomes the median / margin. The spread recorded is (max - min) / median.
+"""
+
+from __future__ import annotations
+
+import difflib
+import statistics
+import sys
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
+
+from gpufleet.matrix.floors import Floor, FloorError, canonical_interconnect, find_model
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover - Python 3.10 hosts use the tomli backport
+    import tomli as tomllib
+
+SCHEMA = 1
+
+
+@dataclass(frozen=True)
+class CalibratedFigure:
+    """One figure's runs on the known-good host and the margin its floor uses."""
+
+    name: str
+    values: tuple[float, ...]
+    margin: float
+
+    @property
+    def median(self) -> float:
+        return float(statistics.median(self.values))
+
+    @property
+    def spread(self) -> float:
+        return (max(self.values) - min(self.values)) / self.median if self.median else 0.0
+
+
+@dataclass(frozen=True)
+class Calibration:
+    """A parsed calibration file."""
+
+    path: str
+    gpu_model: str
+    gpu_count: int
+    interconnect: str
+    host: str
+    date: str
+    figures: dict[str, CalibratedFigure]
+
+
+def _margin(raw: object, where: str) -> float:
+    if isinstance(raw, bool) or not isinstance(raw, int | float) or not 0 < raw <= 1:
+        raise FloorError(f"{where}: margin must be a number in (0, 1], got {raw!r}")
+    return float(raw)
+
+
+def _figure(name: str, raw: object, margin: float, where: str) -> CalibratedFigure:
+    if not isinstance(raw, dict):
+        raise FloorError(f"{where}: [figures.{name!r}] must be a table with 'values'")
+    values = raw.get("values")
+    if (
+        not isinstance(values, list)
+        or not values
+        or not all(isinstance(v, int | float) and not isinstance(v, bool) for v in values)
+    ):
+        raise FloorError(f"{where}: figures.{name!r}.values must be a non-empty list of numbers")
+    own = _margin(raw["margin"], f"{where}: figures.{name!r}") if "margin" in raw else margin
+    return CalibratedFigure(name, tuple(float(v) for v in values), own)
+
+
+def parse(data: dict[str, Any], path: str = "<calibration>") -> Calibration:
+    """A calibration from parsed TOML; FloorError says what is wrong and how to fix it."""
+    if data.get("schema") != SCHEMA:
+        raise FloorError(f"{path}: 'schema = {SCHEMA}' is required (got {data.get('schema')!r})")
+    missing = [k for k in ("gpu_model", "gpu_count", "interconnect", "figures") if k not in data]
+    if missing:
+        raise FloorError(f"{path}: missing key(s) {', '.join(missing)}")
+    model = find_model(str(data["gpu_model"])).name
+    count = data["gpu_count"]
+    if isinstance(count, bool) or not isinstance(count, int):
+        raise FloorError(f"{path}: gpu_count must be an integer, got {count!r}")
+    margin = _margin(data.get("margin", 0.9), path)
+    raw_figures = data["figures"]
+    if not isinstance(raw_figures, dict) or not raw_figures:
+        raise FloorError(f"{path}: [figures] must hold at least one figure")
+    figures = {n: _figure(n, raw, margin, path) for n, raw in raw_figures.items()}
+    return Calibration(
+        path,
+        model,
+        count,
+        str(data["interconnect"]),
+        str(data.get("host", "")),
+        str(data.get("date", "")),
+        figures,
+    )
+
+
+def load(path: str | Path) -> Calibration:
+    """Read and parse one calibration file."""
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except OSError as exc:
+        raise FloorError(f"cannot read calibration file {path}: {exc.strerror}") from None
+    try:
+        data = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise FloorError(f"{path} is not valid TOML: {exc}") from None
+    return parse(data, str(path))
+
+
+def apply(
+    floors: Sequence[Floor], cal: Calibration, gpu_model: str, gpu_count: int, interconnect: str
+) -> list[Floor]:
+    """The floors with every calibrated figure's floor replaced, the origin naming the file.
+
+    The file must be for the same model, count and interconnect; every figure must name a floor.
+    """
+    asked = (find_model(gpu_model).name, gpu_count, canonical_interconnect(interconnect, gpu_count))
+    made = (cal.gpu_model, cal.gpu_count, canonical_interconnect(cal.interconnect, cal.gpu_count))
+    if asked != made:
+        raise FloorError(
+            f"{cal.path} calibrates {made[0]} x{made[1]} ({made[2]}), not {asked[0]} "
+            f"x{asked[1]} ({asked[2]}): use a calibration file of this kind of host"
+        )
+    names = [f.name for f in floors]
+    unknown = sorted(set(cal.figures) - set(names))
+    if unknown:
+        close = difflib.get_close_matches(unknown[0], names, n=1)
+        hint = f" (did you mean {close[0]!r}?)" if close else ""
+        raise FloorError(f"{cal.path}: no floor named {unknown[0]!r}{hint}")
+    out = []
+    for floor in floors:
+        fig = cal.figures.get(floor.name)
+        if fig is None:
+            out.append(floor)
+            continue
+        value = fig.median * fig.margin if floor.bound == "min" else fig.median / fig.margin
+        origin = (
+            f"calibration ({cal.path}: median {fig.median:g} of {len(fig.values)} runs on "
+            f"{cal.host or 'the calibrated host'}, spread {fig.spread:.1%}, x {fig.margin})"
+        )
+        out.append(replace(floor, value=round(value, 3), origin=origin))
+    return out

@@ -1,0 +1,78 @@
+"""`gpufleet thresholds`: print the floors a kind of host faces, or judge a figures file."""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import sys
+from pathlib import Path
+
+from gpufleet.matrix import calibration
+from gpufleet.matrix.floor_checks import Verdict, figures_from, judge
+from gpufleet.matrix.floors import Floor, FloorError, floors_for
+
+
+def host_floors(args: argparse.Namespace) -> list[Floor]:
+    """The floors for the arguments' host kind, with the calibration file applied if given."""
+    floors = floors_for(args.gpu_model, args.gpu_count, args.interconnect)
+    if args.calibration:
+        cal = calibration.load(args.calibration)
+        floors = calibration.apply(floors, cal, args.gpu_model, args.gpu_count, args.interconnect)
+    return floors
+
+
+def _print_floors(floors: list[Floor]) -> None:
+    for f in floors:
+        sign = ">=" if f.bound == "min" else "<="
+        value = f"{sign} {f.value:g}" if f.value is not None else "(none)"
+        scope = " per GPU" if f.per_gpu else ""
+        print(f"{f.name:42} {value:>10} {f.unit}{scope}")
+        print(f"    {f.origin}")
+
+
+def _load_figures(path: str) -> dict[str, object]:
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except OSError as exc:
+        raise FloorError(f"cannot read figures file {path}: {exc.strerror}") from None
+    try:
+        doc = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise FloorError(f"{path} is not valid JSON: {exc}") from None
+    return figures_from(doc)
+
+
+def _print_verdicts(verdicts: list[Verdict]) -> None:
+    mark = {True: "pass", False: "FAIL", None: "----"}
+    for v in verdicts:
+        print(f"{mark[v.passed]}  {v.name:46} {v.detail}")
+
+
+def run(args: argparse.Namespace) -> int:
+    """0: printed (or every judged figure passed); 1: some figure failed; 2: bad input."""
+    try:
+        floors = host_floors(args)
+        verdicts = judge(floors, _load_figures(args.judge)) if args.judge else None
+    except FloorError as exc:
+        print(f"gpufleet thresholds: {exc}", file=sys.stderr)
+        return 2
+    if verdicts is None:
+        if args.json:
+            print(json.dumps([dataclasses.asdict(f) for f in floors], indent=2))
+        else:
+            _print_floors(floors)
+        return 0
+    if args.json:
+        print(json.dumps([dataclasses.asdict(v) for v in verdicts], indent=2))
+    else:
+        _print_verdicts(verdicts)
+    failed = [v.name for v in verdicts if v.passed is False]
+    judged = [v for v in verdicts if v.passed is not None]
+    if not judged:
+        print("gpufleet thresholds: no figure in the file has a floor", file=sys.stderr)
+        return 2
+    if failed:
+        print(f"{len(failed)} of {len(judged)} judged figure(s) below their floor", file=sys.stderr)
+        return 1
+    return 0
