@@ -18,9 +18,8 @@ STRICT_VALUES = {"yes": "yes", "no": "no", "off": "no", "accept-new": "accept-ne
 # (letters, digits, ".", "-", "_"), or an IPv6 address, bracketed or not, with a %zone. No
 # leading "-" or ".", so it can never read as an option, and nothing a shell gives meaning to:
 # ssh hands HostName to ProxyCommand/ProxyJump, which run through the user's shell.
-HOSTNAME_RE = re.compile(
-    r"(?![-.])[A-Za-z0-9._-]{1,253}|\[?[0-9A-Fa-f:.]{2,45}(%[A-Za-z0-9_.-]{1,32})?\]?"
-)
+_IPV6 = r"(?=[0-9A-Fa-f.]*:)[0-9A-Fa-f:.]{2,45}(%[A-Za-z0-9_.-]{1,32})?"
+HOSTNAME_RE = re.compile(rf"(?![-.])[A-Za-z0-9._-]{{1,253}}|{_IPV6}|\[{_IPV6}\]")
 # A login name as useradd(8) and most directories accept it (POSIX portable, plus a trailing
 # "$" for machine accounts); no "@", so "user@host" can never change the host.
 USER_RE = re.compile(r"[A-Za-z_][A-Za-z0-9._-]{0,31}\$?")

@@ -1,0 +1,337 @@
+"""Security findings of issue 10 on the control node: 7, 15, 17, 20 and credentials in output.
+
+Each test is named after its finding in ../shared/reviews/security-audit.md and uses the real
+mechanism where it runs here: OpenSSH reading the generated ssh_config, rich rendering to a
+terminal, the real `gpufleet validate` / `report` / `drift` code writing real files.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+import pytest
+from rich.console import Console
+
+from gpufleet.commands import report as report_cmd
+from gpufleet.commands import validate as validate_cmd
+from gpufleet.diagnose import run as diagnose_run
+from gpufleet.drift import check as drift_check
+from gpufleet.drift.plan import DriftReport, HostDrift
+from gpufleet.inventory import InventoryError, InventoryHost
+from gpufleet.report.schema import new_document
+from gpufleet.report.terminal import print_report
+from gpufleet.validate.baseline import safe_name
+
+# ---- shared helpers ---------------------------------------------------------------------------
+
+
+def results_doc(host: str, message: str = "", run_error: str | None = None) -> dict:
+    checks = (
+        []
+        if run_error
+        else [{"name": "host_state::x", "status": "fail", "message": message, "figures": {}}]
+    )
+    return new_document(
+        host=host,
+        run_id="20261201T000000Z-abc123",
+        started_at="2026-12-01T00:00:00+00:00",
+        tier="quick",
+        target=f"ssh://{host}",
+        spec={},
+        checks=checks,
+        workloads=[],
+        gpu_health=None,
+        run_error=run_error,
+    )
+
+
+def write_doc(root: Path, doc: dict) -> Path:
+    path = root / safe_name(doc["host"]) / f"{doc['run_id']}.json"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(doc))
+    return path
+
+
+def terminal() -> tuple[Console, io.StringIO]:
+    out = io.StringIO()
+    return Console(file=out, force_terminal=True, width=200), out
+
+
+ESCAPES = ("\x1b]", "\x07", "\x1b[2J", "\x9b", "\x9d")  # OSC, BEL, clear screen, C1 CSI / OSC
+
+
+def assert_no_host_escapes(text: str) -> None:
+    for sequence in ESCAPES:
+        assert sequence not in text, (sequence, text)
+
+
+# ---- finding 7: ssh names ---------------------------------------------------------------------
+
+
+def inventory_file(tmp_path: Path, data: dict, name: str = "gpu-a") -> Path:
+    path = tmp_path / "inv.py"
+    path.write_text(f"hosts = [({name!r}, {data!r})]\n")
+    return path
+
+
+def test_finding7_shell_in_ssh_hostname_never_reaches_proxyjump(tmp_path):
+    """The audit's repro, through `gpufleet validate` and the real OpenSSH: a ProxyJump from
+    the user's own ssh_config would hand HostName to a shell; the name is refused first."""
+    marker = tmp_path / "pwn_ssh"
+    user_config = tmp_path / "user_ssh_config"
+    user_config.write_text("Host gpufleet-*\n    ProxyJump jump@127.0.0.1:1\n")
+    inventory = inventory_file(
+        tmp_path,
+        {"ssh_hostname": f"x' $(touch {marker}) '", "ssh_config_file": str(user_config)},
+    )
+    results = tmp_path / "results"
+    code = validate_cmd.main([str(inventory), "--results-dir", str(results)])
+    assert not marker.exists(), "the host name ran as a shell command"
+    assert code == 2
+    (path,) = results.glob("gpu-a/*.json")
+    error = json.loads(path.read_text())["run_error"]
+    assert "ssh_hostname" in error and "is not a host name" in error
+
+
+@pytest.mark.parametrize(
+    ("field", "value"),
+    [
+        ("ssh_hostname", "x' $(id) '"),
+        ("ssh_hostname", "-oProxyCommand=id"),
+        ("ssh_hostname", "host;id"),
+        ("ssh_hostname", "a b"),
+        ("ssh_hostname", ".."),
+        ("ssh_user", 'ops"x'),
+        ("ssh_user", "ops@evil.example"),
+        ("ssh_user", "-lroot"),
+        ("ssh_user", "o$(id)"),
+    ],
+)
+def test_finding7_names_outside_the_pattern_are_refused(field, value):
+    from gpufleet.validate.ssh import check_ssh_names, host_problem
+
+    host = InventoryHost(
+        name="gpu-a",
+        connector="ssh",
+        ssh_hostname=value if field == "ssh_hostname" else "gpu-a",
+        ssh_user=value if field == "ssh_user" else None,
+    )
+    with pytest.raises(InventoryError, match=field):
+        check_ssh_names(host)
+    assert field in host_problem(host)
+
+
+@pytest.mark.parametrize(
+    "hostname", ["gpu-a", "gpu_a.dc1.example.com", "10.0.0.5", "fe80::1%eth0", "[2001:db8::1]"]
+)
+def test_finding7_ordinary_names_pass(hostname):
+    from gpufleet.validate.ssh import check_ssh_names, host_problem
+
+    host = InventoryHost("gpu-a", "ssh", hostname, 22, "ops", None, {"_sudo_user": "root"})
+    check_ssh_names(host)
+    assert host_problem(host) == ""
+
+
+# ---- finding 15: rich markup ------------------------------------------------------------------
+
+MARKUP = "libcuda not found [/usr/lib/x86_64-linux-gnu/libcuda.so.1]"
+LINK = "[link=https://evil.example/]click me[/link]"
+
+
+def test_finding15_markup_in_check_message_is_shown_literally():
+    console, out = terminal()
+    print_report([results_doc("gpu-[/x]", MARKUP), results_doc("gpu-b", LINK)], console=console)
+    text = out.getvalue()
+    assert "[/usr/lib/x86_64-linux-gnu/libcuda.so.1]" in text
+    assert "gpu-[/x]" in text and "[link=https://evil.example/]" in text
+    assert "\x1b]8;" not in text  # no OSC 8 hyperlink
+
+
+def test_finding15_markup_in_host_name_is_shown_literally(tmp_path, capsys):
+    write_doc(tmp_path, results_doc("gpu-[/x]", LINK))
+    assert report_cmd.main([str(tmp_path)]) == 0
+    out = capsys.readouterr().out
+    assert "gpu-[/x]" in out and "evil.example" not in out.replace("[link=https://evil", "")
+
+
+def test_finding15_markup_in_drift_output_is_shown_literally(capsys):
+    report = DriftReport(
+        hosts={"gpu-[/x]": HostDrift(name="gpu-[/x]", status="drift", changes=[MARKUP, LINK])},
+        checked_at="",
+    )
+    drift_check.print_report(report)
+    out = capsys.readouterr().out
+    assert "gpu-[/x]" in out and MARKUP in out and LINK in out
+
+
+# ---- finding 20: terminal escape sequences ----------------------------------------------------
+
+HOSTILE = "Ubuntu\x1b]0;TITLE-SET-BY-HOST\x07 22.04\x1b]52;c;ZXZpbA==\x07\x1b[2J\x9b31m\x9d0;x"
+
+
+def test_finding20_escape_sequences_from_hosts_are_stripped_in_validate_table():
+    console, out = terminal()
+    print_report([results_doc(f"gpu-a{HOSTILE}", HOSTILE)], console=console)
+    text = out.getvalue()
+    assert_no_host_escapes(text)
+    assert "TITLE-SET-BY-HOST" in text  # the words stay, only the control characters go
+
+
+def test_finding20_escape_sequences_are_stripped_in_report_and_drift(tmp_path, capsys):
+    write_doc(tmp_path, results_doc("gpu-a", HOSTILE))
+    assert report_cmd.main([str(tmp_path)]) == 0
+    assert_no_host_escapes(capsys.readouterr().out)
+    report = DriftReport(
+        hosts={"gpu-a": HostDrift(name="gpu-a", status="error", reason=HOSTILE)}, checked_at=""
+    )
+    drift_check.print_report(report)
+    assert_no_host_escapes(capsys.readouterr().out)
+
+
+def test_finding20_escape_sequences_are_stripped_in_diagnose(tmp_path, capsys):
+    import argparse
+
+    log = tmp_path / "dmesg.log"
+    log.write_text(f"Failed to initialize NVML: Driver/library version mismatch {HOSTILE}\n")
+    diagnose_run(argparse.Namespace(file=str(log), json=False, codes=False))
+    out = capsys.readouterr().out
+    assert "line 1" in out
+    assert_no_host_escapes(out)
+
+
+def test_finding20_plain_removes_controls_and_keeps_newlines():
+    from gpufleet.text import plain
+
+    assert plain("a\x1b[31mb\x07\nc\td\r") == "a[31mb\nc d"
+    assert plain("tf\udcff") == "tf\\udcff"  # a lone surrogate cannot crash the terminal
+
+
+# ---- finding 17: hosts that vanished or escaped -----------------------------------------------
+
+
+def test_finding17_unreadable_host_is_an_error_row_not_dropped(tmp_path, capsys):
+    write_doc(tmp_path, results_doc("gpu-b"))
+    (tmp_path / "gpu-a").mkdir()
+    (tmp_path / "gpu-a" / "20261201T000000Z-abc123.json").write_bytes(b"\xff\xfe{not json")
+    assert report_cmd.main([str(tmp_path), "--json"]) == 0
+    captured = capsys.readouterr()
+    hosts = {h["host"]: h for h in json.loads(captured.out)["hosts"]}
+    assert set(hosts) == {"gpu-a", "gpu-b"}
+    assert hosts["gpu-a"]["status"] == "error"
+    assert "no readable results document" in hosts["gpu-a"]["run_error"]
+    assert "gpu-a" in captured.err
+
+
+def test_finding17_hosts_named_junit_and_dot_x_are_reported(tmp_path, capsys):
+    inventory = tmp_path / "inv.py"
+    # Bad data for every host: validate refuses them before SSH, and writes their results.
+    inventory.write_text(
+        "hosts = [('junit', {'tf_versoin': 1}), ('.gpu-a', {'tf_versoin': 1}),"
+        " ('gpu-b', {'tf_versoin': 1})]\n"
+    )
+    results = tmp_path / "r"
+    assert validate_cmd.main([str(inventory), "--results-dir", str(results)]) == 2
+    capsys.readouterr()
+    assert report_cmd.main([str(results), "--json"]) == 0
+    hosts = [h["host"] for h in json.loads(capsys.readouterr().out)["hosts"]]
+    assert sorted(hosts) == [".gpu-a", "gpu-b", "junit"]
+
+
+def test_finding17_host_named_dotdot_stays_inside_results_dir(tmp_path):
+    inventory = tmp_path / "inv.py"
+    inventory.write_text("hosts = [('..', {'tf_versoin': 1}), ('.', {'tf_versoin': 1})]\n")
+    results = tmp_path / "r6" / "sub"
+    assert validate_cmd.main([str(inventory), "--results-dir", str(results)]) == 2
+    written = sorted(p.relative_to(tmp_path).as_posix() for p in tmp_path.rglob("*.json"))
+    assert written and all(p.startswith("r6/sub/") for p in written), written
+    assert len({Path(p).parent for p in written}) == 2  # one folder per host
+
+
+@pytest.mark.parametrize("name", ["..", ".", ".x", "a/b", "a_b", "junit", "@ssh/gpu-b", "ü"])
+def test_finding17_folder_names_are_distinct_and_never_special(name):
+    folder = safe_name(name)
+    assert "/" not in folder and not folder.startswith(".")
+    others = {"..", ".", ".x", "a/b", "a_b", "junit", "@ssh/gpu-b", "ü"} - {name}
+    assert folder not in {safe_name(other) for other in others}
+
+
+# ---- acceptance: no credential in anything the control node prints or writes -----------------
+
+SECRETS = ("REPOPASS3", "KEYPASS5", "MFPASS4", "PIPPASS2", "QTOKEN8", "PROXYPASS1", "TOKENAPT6")
+URLS = {
+    "nvidia_repo_url": "ftp://repouser:REPOPASS3@mirror.example/cuda",
+    "nvidia_repo_key_url": "https://keyuser:KEYPASS5@mirror.example/key.pub",
+    "miniforge_url": "https://mfuser:MFPASS4@mirror.example/Miniforge3.sh",
+    "pip_index_url": "https://pipuser:PIPPASS2@pypi.example/simple?token=QTOKEN8",
+    "apt_proxy": "http://proxyuser:PROXYPASS1@proxy.example:3128",
+}
+
+
+def assert_no_secret(text: str, where: str) -> None:
+    found = [s for s in SECRETS if s in text]
+    assert not found, f"{where} holds {found}"
+
+
+def test_credentials_in_every_url_key_are_printed_and_written_nowhere(tmp_path, capsys):
+    inventory = inventory_file(tmp_path, URLS, name="@local")
+    results = tmp_path / "results"
+    junit = tmp_path / "junit.xml"
+    code = validate_cmd.main(
+        [str(inventory), "--results-dir", str(results), "--junit-xml", str(junit)]
+    )
+    assert code == 2  # ftp:// is refused by the spec, with the value quoted in the message
+    validate_out = capsys.readouterr()
+    assert_no_secret(validate_out.out + validate_out.err, "validate's output")
+    (path,) = results.glob("@local/*.json")
+    document = json.loads(path.read_text())
+    assert (
+        "nvidia_repo_url" in document["run_error"]
+        and "***@mirror.example" in (document["run_error"])
+    )
+    assert_no_secret(path.read_text(), "the results JSON")
+    assert_no_secret(junit.read_text(), "the JUnit XML")
+    # A document written elsewhere (the hosts' periodic runs, an older gpufleet) with every URL:
+    write_doc(results, results_doc("gpu-b", " ".join(URLS.values()), None))
+    write_doc(results, results_doc("gpu-c", run_error=f"apt failed for {URLS['apt_proxy']}"))
+    html = tmp_path / "fleet.html"
+    assert report_cmd.main([str(results), "--html", str(html)]) == 0
+    assert report_cmd.main([str(results), "--json"]) == 0
+    report_out = capsys.readouterr()
+    assert_no_secret(report_out.out + report_out.err, "report's output")
+    assert_no_secret(html.read_text(), "the HTML report")
+    assert "mirror.example" in html.read_text()  # the host part stays, for the operator
+    drift = DriftReport(
+        hosts={
+            "gpu-b": HostDrift(
+                name="gpu-b", status="drift", reason=URLS["pip_index_url"], changes=[*URLS.values()]
+            )
+        },
+        checked_at="",
+    )
+    drift_check.print_report(drift)
+    drift_check.write_drift_files(drift, tmp_path / "drift")
+    assert_no_secret(capsys.readouterr().out, "drift's output")
+    assert_no_secret((tmp_path / "drift" / "gpu-b" / "drift.json").read_text(), "drift.json")
+    error = ET.parse(junit).getroot().find("testsuite/testcase/error")
+    assert error is not None and "***" in error.get("message", "")
+
+
+@pytest.mark.parametrize(
+    ("raw", "shown"),
+    [
+        ("https://u:pw@m.example/x", "https://***@m.example/x"),
+        ("https://TOKEN@m.example/x", "https://***@m.example/x"),
+        ("https://m.example/simple?token=abc&x=1", "https://m.example/simple?***"),
+        ("'http://u:p@w@proxy:3128'", "'http://***@proxy:3128'"),
+        ("ssh://ops@10.0.0.5:2222", "ssh://ops@10.0.0.5:2222"),  # a login, not a secret
+        ("ssh://ops:pw@10.0.0.5", "ssh://***@10.0.0.5"),
+        ("https://m.example/repos/ubuntu2204", "https://m.example/repos/ubuntu2204"),
+    ],
+)
+def test_credentials_redact_hides_userinfo_and_query(raw, shown):
+    from gpufleet.text import redact
+
+    assert redact(raw) == shown
