@@ -89,7 +89,8 @@ def run(args: argparse.Namespace) -> int:
     except OSError as exc:
         return _fail(f"cannot read {args.results_dir}: {exc.strerror or exc}")
     for host in fleet.hosts:  # say it, even where the table has no room for it
-        for problem in host.problems:
+        drift_problem = [host.drift.reason] if host.drift and host.drift.status == "error" else []
+        for problem in host.problems + drift_problem:
             print(plain(f"gpufleet report: {host.name}: {problem}"), file=sys.stderr)
     if args.html:
         from gpufleet.report.html import render_html
