@@ -335,3 +335,32 @@ def test_credentials_redact_hides_userinfo_and_query(raw, shown):
     from gpufleet.text import redact
 
     assert redact(raw) == shown
+
+
+def test_finding20_os_release_escapes_never_reach_the_deploy_output(tmp_path, monkeypatch):
+    """The audit's repro: a host whose PRETTY_NAME sets the terminal title, planned by the real
+    pyinfra CLI on an @fake host; the plan line keeps the words without the escape."""
+    import os
+    import subprocess
+    import sys
+
+    from tests.unit import fake_fleet
+
+    hostile = "Ubuntu\x1b]0;TITLE-SET-BY-HOST\x07 22.04 LTS\x1b]52;c;ZXZpbA==\x07"
+    monkeypatch.setitem(fake_fleet.OS_RELEASE, ("ubuntu", "22.04"), hostile)
+    inventory = fake_fleet.write_inventory(tmp_path / "inv.py", {"h": fake_fleet.FakeGpuHost()})
+    root = fake_fleet.root()
+    pyinfra = str(Path(sys.executable).with_name("pyinfra"))
+    proc = subprocess.run(
+        [pyinfra, str(inventory), str(root / "deploy" / "gpu_node.py"), "--dry"],
+        cwd=root,
+        env={**os.environ, "PYTHONPATH": str(root), "PYINFRA_PROGRESS": "off"},
+        capture_output=True,
+        text=True,
+        timeout=180,
+        stdin=subprocess.DEVNULL,
+        check=False,
+    )
+    output = proc.stdout + proc.stderr
+    assert "gpufleet plan: Ubuntu]0;TITLE-SET-BY-HOST 22.04" in output, output[-2000:]
+    assert "\x1b]0;" not in output and "\x1b]52;" not in output and "\x07" not in output
