@@ -364,3 +364,49 @@ def test_finding20_os_release_escapes_never_reach_the_deploy_output(tmp_path, mo
     output = proc.stdout + proc.stderr
     assert "gpufleet plan: Ubuntu]0;TITLE-SET-BY-HOST 22.04" in output, output[-2000:]
     assert "\x1b]0;" not in output and "\x1b]52;" not in output and "\x07" not in output
+
+
+HTTPS_URLS = {**URLS, "nvidia_repo_url": "https://repouser:REPOPASS3@mirror.example/cuda"}
+
+
+def test_credentials_accepted_urls_leave_no_trace_in_a_real_local_run(tmp_path, capsys):
+    """The spec accepts these URLs, so the real suite runs (two cheap checks on this machine)
+    with the credentials in its expectations; nothing it hands back keeps them. (A guard: on
+    e069d48 this path leaked nothing either; the leak was the refused-URL message above.)"""
+    inventory = inventory_file(tmp_path, HTTPS_URLS, name="@local")
+    results = tmp_path / "results"
+    junit = tmp_path / "junit.xml"
+    select = ["--select", "os_supported or nouveau_not_loaded"]
+    code = validate_cmd.main(
+        [str(inventory), "--results-dir", str(results), "--junit-xml", str(junit), *select]
+    )
+    out = capsys.readouterr()
+    (path,) = results.glob("@local/*.json")
+    document = json.loads(path.read_text())
+    assert code in (0, 1) and document["checks"], (code, document["run_error"])
+    assert_no_secret(out.out + out.err, "validate's output")
+    assert_no_secret(path.read_text(), "the results JSON")
+    assert_no_secret(junit.read_text(), "the JUnit XML")
+
+
+def test_credentials_in_every_url_key_stay_out_of_drift(tmp_path, capsys):
+    """`gpufleet drift` planning an @fake host (the real pyinfra plan) whose every URL key
+    carries a credential: terminal, --json and drift.json hold none. (A guard: drift's
+    sentences name files and packages, not URLs, on e069d48 too.)"""
+    from gpufleet.cli import main as gpufleet
+    from tests.unit import fake_fleet
+
+    inventory = fake_fleet.write_inventory(
+        tmp_path / "inv.py", {"h": fake_fleet.FakeGpuHost(inventory=dict(HTTPS_URLS))}
+    )
+    deploy = str(fake_fleet.root() / "deploy" / "gpu_node.py")
+    argv = ["drift", str(inventory), "--deploy", deploy, "--no-validation"]
+    code = gpufleet([*argv, "--results-dir", str(tmp_path / "r")])
+    shown = capsys.readouterr()
+    assert code in (0, 1), shown.err
+    assert "@fake/h" in shown.out
+    assert_no_secret(shown.out + shown.err, "drift's terminal output")
+    assert gpufleet([*argv, "--json"]) in (0, 1)
+    assert_no_secret(capsys.readouterr().out, "drift --json")
+    (drift_json,) = (tmp_path / "r").glob("*/drift.json")
+    assert_no_secret(drift_json.read_text(), "drift.json")
