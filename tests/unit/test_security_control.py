@@ -1,4 +1,5 @@
-"""Security findings of issue 10 on the control node: 7, 15, 17, 20 and credentials in output.
+"""Security findings of issue 10 on the control node: 7 (ssh names), 15 (markup), 17 (lost or
+escaped hosts) and 20 (terminal escapes); credentials are in test_security_credentials.py.
 
 Each test is named after its finding in ../shared/reviews/security-audit.md and uses the real
 mechanism where it runs here: OpenSSH reading the generated ssh_config, rich rendering to a
@@ -7,13 +8,10 @@ terminal, the real `gpufleet validate` / `report` / `drift` code writing real fi
 
 from __future__ import annotations
 
-import io
 import json
-import xml.etree.ElementTree as ET
 from pathlib import Path
 
 import pytest
-from rich.console import Console
 
 from gpufleet.commands import report as report_cmd
 from gpufleet.commands import validate as validate_cmd
@@ -21,60 +19,17 @@ from gpufleet.diagnose import run as diagnose_run
 from gpufleet.drift import check as drift_check
 from gpufleet.drift.plan import DriftReport, HostDrift
 from gpufleet.inventory import InventoryError, InventoryHost
-from gpufleet.report.schema import new_document
 from gpufleet.report.terminal import print_report
 from gpufleet.validate.baseline import safe_name
-
-# ---- shared helpers ---------------------------------------------------------------------------
-
-
-def results_doc(host: str, message: str = "", run_error: str | None = None) -> dict:
-    checks = (
-        []
-        if run_error
-        else [{"name": "host_state::x", "status": "fail", "message": message, "figures": {}}]
-    )
-    return new_document(
-        host=host,
-        run_id="20261201T000000Z-abc123",
-        started_at="2026-12-01T00:00:00+00:00",
-        tier="quick",
-        target=f"ssh://{host}",
-        spec={},
-        checks=checks,
-        workloads=[],
-        gpu_health=None,
-        run_error=run_error,
-    )
-
-
-def write_doc(root: Path, doc: dict) -> Path:
-    path = root / safe_name(doc["host"]) / f"{doc['run_id']}.json"
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(doc))
-    return path
-
-
-def terminal() -> tuple[Console, io.StringIO]:
-    out = io.StringIO()
-    return Console(file=out, force_terminal=True, width=200), out
-
-
-ESCAPES = ("\x1b]", "\x07", "\x1b[2J", "\x9b", "\x9d")  # OSC, BEL, clear screen, C1 CSI / OSC
-
-
-def assert_no_host_escapes(text: str) -> None:
-    for sequence in ESCAPES:
-        assert sequence not in text, (sequence, text)
-
+from tests.unit.security_helpers import (
+    assert_no_host_escapes,
+    inventory_file,
+    results_doc,
+    terminal,
+    write_doc,
+)
 
 # ---- finding 7: ssh names ---------------------------------------------------------------------
-
-
-def inventory_file(tmp_path: Path, data: dict, name: str = "gpu-a") -> Path:
-    path = tmp_path / "inv.py"
-    path.write_text(f"hosts = [({name!r}, {data!r})]\n")
-    return path
 
 
 def test_finding7_shell_in_ssh_hostname_never_reaches_proxyjump(tmp_path):
@@ -258,85 +213,6 @@ def test_finding17_folder_names_are_distinct_and_never_special(name):
     assert folder not in {safe_name(other) for other in others}
 
 
-# ---- acceptance: no credential in anything the control node prints or writes -----------------
-
-SECRETS = ("REPOPASS3", "KEYPASS5", "MFPASS4", "PIPPASS2", "QTOKEN8", "PROXYPASS1", "TOKENAPT6")
-URLS = {
-    "nvidia_repo_url": "ftp://repouser:REPOPASS3@mirror.example/cuda",
-    "nvidia_repo_key_url": "https://keyuser:KEYPASS5@mirror.example/key.pub",
-    "miniforge_url": "https://mfuser:MFPASS4@mirror.example/Miniforge3.sh",
-    "pip_index_url": "https://pipuser:PIPPASS2@pypi.example/simple?token=QTOKEN8",
-    "apt_proxy": "http://proxyuser:PROXYPASS1@proxy.example:3128",
-}
-
-
-def assert_no_secret(text: str, where: str) -> None:
-    found = [s for s in SECRETS if s in text]
-    assert not found, f"{where} holds {found}"
-
-
-def test_credentials_in_every_url_key_are_printed_and_written_nowhere(tmp_path, capsys):
-    inventory = inventory_file(tmp_path, URLS, name="@local")
-    results = tmp_path / "results"
-    junit = tmp_path / "junit.xml"
-    code = validate_cmd.main(
-        [str(inventory), "--results-dir", str(results), "--junit-xml", str(junit)]
-    )
-    assert code == 2  # ftp:// is refused by the spec, with the value quoted in the message
-    validate_out = capsys.readouterr()
-    assert_no_secret(validate_out.out + validate_out.err, "validate's output")
-    (path,) = results.glob("@local/*.json")
-    document = json.loads(path.read_text())
-    assert (
-        "nvidia_repo_url" in document["run_error"]
-        and "***@mirror.example" in (document["run_error"])
-    )
-    assert_no_secret(path.read_text(), "the results JSON")
-    assert_no_secret(junit.read_text(), "the JUnit XML")
-    # A document written elsewhere (the hosts' periodic runs, an older gpufleet) with every URL:
-    write_doc(results, results_doc("gpu-b", " ".join(URLS.values()), None))
-    write_doc(results, results_doc("gpu-c", run_error=f"apt failed for {URLS['apt_proxy']}"))
-    html = tmp_path / "fleet.html"
-    assert report_cmd.main([str(results), "--html", str(html)]) == 0
-    assert report_cmd.main([str(results), "--json"]) == 0
-    report_out = capsys.readouterr()
-    assert_no_secret(report_out.out + report_out.err, "report's output")
-    assert_no_secret(html.read_text(), "the HTML report")
-    assert "mirror.example" in html.read_text()  # the host part stays, for the operator
-    drift = DriftReport(
-        hosts={
-            "gpu-b": HostDrift(
-                name="gpu-b", status="drift", reason=URLS["pip_index_url"], changes=[*URLS.values()]
-            )
-        },
-        checked_at="",
-    )
-    drift_check.print_report(drift)
-    drift_check.write_drift_files(drift, tmp_path / "drift")
-    assert_no_secret(capsys.readouterr().out, "drift's output")
-    assert_no_secret((tmp_path / "drift" / "gpu-b" / "drift.json").read_text(), "drift.json")
-    error = ET.parse(junit).getroot().find("testsuite/testcase/error")
-    assert error is not None and "***" in error.get("message", "")
-
-
-@pytest.mark.parametrize(
-    ("raw", "shown"),
-    [
-        ("https://u:pw@m.example/x", "https://***@m.example/x"),
-        ("https://TOKEN@m.example/x", "https://***@m.example/x"),
-        ("https://m.example/simple?token=abc&x=1", "https://m.example/simple?***"),
-        ("'http://u:p@w@proxy:3128'", "'http://***@proxy:3128'"),
-        ("ssh://ops@10.0.0.5:2222", "ssh://ops@10.0.0.5:2222"),  # a login, not a secret
-        ("ssh://ops:pw@10.0.0.5", "ssh://***@10.0.0.5"),
-        ("https://m.example/repos/ubuntu2204", "https://m.example/repos/ubuntu2204"),
-    ],
-)
-def test_credentials_redact_hides_userinfo_and_query(raw, shown):
-    from gpufleet.text import redact
-
-    assert redact(raw) == shown
-
-
 def test_finding20_os_release_escapes_never_reach_the_deploy_output(tmp_path, monkeypatch):
     """The audit's repro: a host whose PRETTY_NAME sets the terminal title, planned by the real
     pyinfra CLI on an @fake host; the plan line keeps the words without the escape."""
@@ -364,49 +240,3 @@ def test_finding20_os_release_escapes_never_reach_the_deploy_output(tmp_path, mo
     output = proc.stdout + proc.stderr
     assert "gpufleet plan: Ubuntu]0;TITLE-SET-BY-HOST 22.04" in output, output[-2000:]
     assert "\x1b]0;" not in output and "\x1b]52;" not in output and "\x07" not in output
-
-
-HTTPS_URLS = {**URLS, "nvidia_repo_url": "https://repouser:REPOPASS3@mirror.example/cuda"}
-
-
-def test_credentials_accepted_urls_leave_no_trace_in_a_real_local_run(tmp_path, capsys):
-    """The spec accepts these URLs, so the real suite runs (two cheap checks on this machine)
-    with the credentials in its expectations; nothing it hands back keeps them. (A guard: on
-    e069d48 this path leaked nothing either; the leak was the refused-URL message above.)"""
-    inventory = inventory_file(tmp_path, HTTPS_URLS, name="@local")
-    results = tmp_path / "results"
-    junit = tmp_path / "junit.xml"
-    select = ["--select", "os_supported or nouveau_not_loaded"]
-    code = validate_cmd.main(
-        [str(inventory), "--results-dir", str(results), "--junit-xml", str(junit), *select]
-    )
-    out = capsys.readouterr()
-    (path,) = results.glob("@local/*.json")
-    document = json.loads(path.read_text())
-    assert code in (0, 1) and document["checks"], (code, document["run_error"])
-    assert_no_secret(out.out + out.err, "validate's output")
-    assert_no_secret(path.read_text(), "the results JSON")
-    assert_no_secret(junit.read_text(), "the JUnit XML")
-
-
-def test_credentials_in_every_url_key_stay_out_of_drift(tmp_path, capsys):
-    """`gpufleet drift` planning an @fake host (the real pyinfra plan) whose every URL key
-    carries a credential: terminal, --json and drift.json hold none. (A guard: drift's
-    sentences name files and packages, not URLs, on e069d48 too.)"""
-    from gpufleet.cli import main as gpufleet
-    from tests.unit import fake_fleet
-
-    inventory = fake_fleet.write_inventory(
-        tmp_path / "inv.py", {"h": fake_fleet.FakeGpuHost(inventory=dict(HTTPS_URLS))}
-    )
-    deploy = str(fake_fleet.root() / "deploy" / "gpu_node.py")
-    argv = ["drift", str(inventory), "--deploy", deploy, "--no-validation"]
-    code = gpufleet([*argv, "--results-dir", str(tmp_path / "r")])
-    shown = capsys.readouterr()
-    assert code in (0, 1), shown.err
-    assert "@fake/h" in shown.out
-    assert_no_secret(shown.out + shown.err, "drift's terminal output")
-    assert gpufleet([*argv, "--json"]) in (0, 1)
-    assert_no_secret(capsys.readouterr().out, "drift --json")
-    (drift_json,) = (tmp_path / "r").glob("*/drift.json")
-    assert_no_secret(drift_json.read_text(), "drift.json")
