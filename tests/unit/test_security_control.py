@@ -240,3 +240,28 @@ def test_finding20_os_release_escapes_never_reach_the_deploy_output(tmp_path, mo
     output = proc.stdout + proc.stderr
     assert "gpufleet plan: Ubuntu]0;TITLE-SET-BY-HOST 22.04" in output, output[-2000:]
     assert "\x1b]0;" not in output and "\x1b]52;" not in output and "\x07" not in output
+
+
+def test_finding7_openssh_reads_the_checked_names_back_unchanged(tmp_path):
+    """`ssh -G` (the real OpenSSH parser, no connection) on the generated config: each name
+    that passes the check arrives at ssh exactly as written in the inventory."""
+    import subprocess
+
+    from gpufleet.validate.ssh import ssh_config_text
+
+    names = ["gpu-a", "gpu_b.dc1.example.com", "10.0.0.5", "fe80::1"]
+    hosts = [
+        (f"gpufleet-{i:03d}", InventoryHost(f"h{i}", "ssh", name, 2222, "ops_1", None, {}))
+        for i, name in enumerate(names)
+    ]
+    config = tmp_path / "ssh_config"
+    config.write_text(ssh_config_text(hosts, control_dir=tmp_path))
+    for (alias, _host), name in zip(hosts, names, strict=True):
+        out = subprocess.run(
+            ["ssh", "-F", str(config), "-G", alias],
+            capture_output=True,
+            text=True,
+            timeout=30,
+            check=True,
+        ).stdout.splitlines()
+        assert f"hostname {name}" in out and "user ops_1" in out and "port 2222" in out
