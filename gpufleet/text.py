@@ -50,12 +50,19 @@ def redact(text: str) -> str:
     return _URL.sub(_hide, text) if "://" in text else text
 
 
+def _encodable(text: str) -> str:
+    # A lone surrogate (from JSON's "\udcff" or a non-UTF-8 file name) breaks every UTF-8
+    # writer and matplotlib: keep it visible as its escape instead.
+    return text.encode("utf-8", "backslashreplace").decode("utf-8")
+
+
 def redact_data(value: Any) -> Any:
-    """A copy of JSON-like ``value`` with :func:`redact` applied to every string in it."""
+    """A copy of JSON-like ``value`` with :func:`redact` applied to every string in it, each
+    string also made encodable as UTF-8."""
     if isinstance(value, str):
-        return redact(value)
+        return _encodable(redact(value))
     if isinstance(value, Mapping):
-        return {redact(str(k)): redact_data(v) for k, v in value.items()}
+        return {_encodable(redact(str(k))): redact_data(v) for k, v in value.items()}
     if isinstance(value, list | tuple):
         return [redact_data(v) for v in value]
     return value
@@ -65,8 +72,7 @@ def plain(value: object) -> str:
     """``value`` as text for a terminal: URLs redacted, control characters removed, tabs as
     spaces, and characters the terminal's UTF-8 cannot carry written as escapes."""
     text = redact(str(value))
-    text = _CONTROL.sub("", text.replace("\t", " ").replace("\r\n", "\n"))
-    return text.encode("utf-8", "backslashreplace").decode("utf-8")
+    return _encodable(_CONTROL.sub("", text.replace("\t", " ").replace("\r\n", "\n")))
 
 
 def cell(value: object, style: str = "") -> Text:

@@ -175,11 +175,13 @@ def load_host(
     if not report.runs:
         if not report.problems:
             return None
-        report.runs.append(unreadable_document(unquote(folder.name), report.problems))
+        stand_in = unreadable_document(unquote(folder.name), report.problems)
+        report.runs.append(redact_data(stand_in))
+        report.name = report.latest["host"]
         report.unreadable = True
         return report
     report.runs.sort(key=_run_key)
-    report.name = str(report.latest.get("host") or folder.name)
+    report.name = str(report.latest.get("host") or redact_data(folder.name))
     try:
         report.baseline = baselines.load_baseline(folder / baselines.BASELINE_NAME)
         report.baseline_note = "baseline.json" if report.baseline else ""

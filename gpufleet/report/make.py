@@ -100,7 +100,7 @@ def run(args: argparse.Namespace) -> int:
         except RuntimeError as exc:  # matplotlib missing
             return _fail(str(exc))
         try:
-            args.html.write_text(text)
+            args.html.write_text(text, encoding="utf-8", errors="backslashreplace")
         except OSError as exc:
             return _fail(f"cannot write --html {args.html}: {exc.strerror or exc}")
     if args.json:

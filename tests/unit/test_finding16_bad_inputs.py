@@ -234,6 +234,16 @@ def results_dir(kind: str) -> Callable[[Path], Path]:
             _good(tmp, "gpu-b")
             (root / "gpu-a").mkdir(parents=True)
             (root / "gpu-a" / "r.json").write_text("[]")
+        elif kind == "surrogates in a document":
+            path = _good(tmp)
+            doc = json.loads(path.read_text())
+            doc["host"], doc["checks"][0]["message"] = "gpu-\udcff", "bad \udcfe"
+            path.write_text(json.dumps(doc))
+        elif kind == "non-UTF-8 folder name":
+            _good(tmp, "gpu-b")
+            folder = root / b"gpu-\xff".decode("utf-8", "surrogateescape")
+            folder.mkdir()
+            (folder / "r.json").write_bytes(b"\xff")
         elif kind == "only unreadable":
             (root / "gpu-a").mkdir(parents=True)
             (root / "gpu-a" / "r.json").write_bytes(b"\x80")
@@ -261,6 +271,8 @@ REPORT_DIRS = {
     "run is a directory": ((0,), ("r.json",)),
     "run is a symlink loop": ((0,), ("r.json",)),
     "run is a JSON list": ((0,), ("r.json",)),
+    "surrogates in a document": ((0,), ("gpu-",)),
+    "non-UTF-8 folder name": ((0,), ("r.json",)),
     "only unreadable": ((2,), ("r.json", "run `gpufleet validate")),
 }
 
