@@ -172,15 +172,15 @@ def run(args: argparse.Namespace) -> int:
     from gpufleet.report.terminal import print_report
     from gpufleet.spec import SpecError
 
-    run_id = new_run_id()
-    problem = _output_problem(args, run_id)
-    if problem:
-        print(plain(f"gpufleet validate: {problem}"), file=sys.stderr)
-        return 2
     try:
         hosts = load_hosts(args.inventory, args.limit)
     except InventoryError as exc:
         print(plain(f"gpufleet validate: {exc}"), file=sys.stderr)
+        return 2
+    run_id = new_run_id()
+    problem = _output_problem(args, run_id)  # before any host runs, not after all of them
+    if problem:
+        print(plain(f"gpufleet validate: {problem}"), file=sys.stderr)
         return 2
     started_at = datetime.now(timezone.utc).isoformat(timespec="seconds")
     workdir = Path(tempfile.mkdtemp(prefix="gpufleet-validate-"))

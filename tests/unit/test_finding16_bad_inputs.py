@@ -57,11 +57,12 @@ def validate_output(kind: str) -> Callable[[Path], list[str]]:
         (tmp / "file").write_text("not a directory\n")
         (tmp / "dir").mkdir()
         inventory = str(_inventory(tmp, {"tf_versoin": 1}))
+        results = ["--results-dir", str(tmp / "results")]
         return {
             "results-file": ["validate", inventory, "--results-dir", str(tmp / "file")],
             "results-under-file": ["validate", inventory, "--results-dir", str(tmp / "file/x")],
-            "junit-under-file": ["validate", inventory, "--junit-xml", str(tmp / "file/j.xml")],
-            "junit-dir": ["validate", inventory, "--junit-xml", str(tmp / "dir")],
+            "junit-under-file": ["validate", inventory, *results, "--junit-xml", f"{tmp}/file/j"],
+            "junit-dir": ["validate", inventory, *results, "--junit-xml", str(tmp / "dir")],
         }[kind]
 
     return setup
