@@ -8,7 +8,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from gpufleet.text import redact, redact_data
+from gpufleet.text import plain, redact_data
 from gpufleet.validate import baseline
 from gpufleet.validate.baseline import safe_name
 from gpufleet.validate.hostrun import HostRun, error_document
@@ -68,14 +68,16 @@ def merge_junit(runs: Sequence[HostRun], out: Path) -> None:
         if run_error:
             suite = suites[0]
             case = ET.SubElement(suite, "testcase", classname="gpufleet", name="run")
-            ET.SubElement(case, "error", message=redact(run_error)[:500])
+            ET.SubElement(case, "error", message=run_error[:500])
             suite.set("tests", str(int(suite.get("tests", "0")) + 1))
             suite.set("errors", str(int(suite.get("errors", "0")) + 1))
         root.extend(suites)
-    for element in root.iter():  # check messages and output may quote a URL with a credential
-        element.attrib.update({k: redact(v) for k, v in element.attrib.items()})
-        element.text = redact(element.text) if element.text else element.text
-        element.tail = redact(element.tail) if element.tail else element.tail
+    # Messages and output quote hosts: no URL credential, and no control character, which
+    # XML 1.0 cannot hold at all (one ESC from a host's log would make the file unreadable).
+    for element in root.iter():
+        element.attrib.update({k: plain(v) for k, v in element.attrib.items()})
+        element.text = plain(element.text) if element.text else element.text
+        element.tail = plain(element.tail) if element.tail else element.tail
     out.parent.mkdir(parents=True, exist_ok=True)
     ET.ElementTree(root).write(out, encoding="utf-8", xml_declaration=True)
 

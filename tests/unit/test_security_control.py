@@ -265,3 +265,28 @@ def test_finding7_openssh_reads_the_checked_names_back_unchanged(tmp_path):
             check=True,
         ).stdout.splitlines()
         assert f"hostname {name}" in out and "user ops_1" in out and "port 2222" in out
+
+
+def test_finding20_host_output_with_escapes_still_gives_valid_junit(tmp_path):
+    """A run_error quoting a host's log with ESC/BEL: the merged JUnit XML stays parseable
+    (XML 1.0 cannot carry those characters) and keeps the words."""
+    import xml.etree.ElementTree as ET
+
+    from gpufleet.validate.hostrun import HostRun
+    from gpufleet.validate.results import merge_junit
+
+    host = InventoryHost("gpu-a", "ssh", "gpu-a")
+    run = HostRun(host, "gpufleet-000", *(tmp_path / n for n in ("e", "r", "j", "l")))
+    run.document = results_doc("gpu-a", run_error=f"ssh said: {HOSTILE}")
+    out = tmp_path / "junit.xml"
+    merge_junit([run], out)
+    error = ET.parse(out).getroot().find("testsuite/testcase/error")
+    assert error is not None and "TITLE-SET-BY-HOST" in error.get("message", "")
+    assert_no_host_escapes(out.read_text())
+
+
+def test_finding17_baseline_of_a_dotdot_host_stays_in_its_folder():
+    from gpufleet.validate.baseline import baseline_path
+
+    assert baseline_path("r/sub", "..").parent.parent == Path("r/sub")
+    assert baseline_path("r/sub", "..") != baseline_path("r/sub", ".")
