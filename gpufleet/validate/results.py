@@ -14,8 +14,6 @@ from gpufleet.validate.baseline import safe_name
 from gpufleet.validate.hostrun import HostRun, error_document
 from gpufleet.validate.ssh import hostspec_for
 
-__all__ = ["safe_name"]  # re-exported: the folder of a host under a results directory
-
 
 def writable_dir_problem(path: Path, option: str) -> str:
     """Why ``path`` cannot be the results directory (made when missing), or "" when it can."""
