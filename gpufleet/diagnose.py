@@ -7,16 +7,18 @@ import json
 import sys
 
 from rich.console import Console
-from rich.markup import escape
+from rich.text import Text
 
 from gpufleet.parsers.diagnosis import codes_markdown, diagnose
+from gpufleet.text import cell, plain
 
 _STYLES = {"error": "bold red", "warning": "yellow", "info": "cyan"}
 
 
 def _read(path: str) -> str:
-    if path == "-":
-        return sys.stdin.read()
+    if path == "-":  # bytes, decoded as files are: a log's stray bytes must not stop it
+        buffer = getattr(sys.stdin, "buffer", None)  # None: stdin replaced by a text stream
+        return buffer.read().decode("utf-8", "replace") if buffer else sys.stdin.read()
     with open(path, encoding="utf-8", errors="replace") as handle:
         return handle.read()
 
@@ -29,8 +31,10 @@ def run(args: argparse.Namespace) -> int:
         text = _read(args.file)
     except OSError as exc:
         print(
-            f"gpufleet diagnose: cannot read {args.file!r}: {exc.strerror}; "
-            "give the path of a log file, or '-' to read standard input",
+            plain(
+                f"gpufleet diagnose: cannot read {args.file!r}: {exc.strerror}; "
+                "give the path of a log file, or '-' to read standard input"
+            ),
             file=sys.stderr,
         )
         return 2
@@ -49,9 +53,15 @@ def run(args: argparse.Namespace) -> int:
         style = _STYLES[finding.severity]
         seen = f" (x{finding.count})" if finding.count > 1 else ""
         console.print(
-            f"[{style}]{finding.severity.upper()}[/] [bold]{finding.code}[/]{seen}: "
-            f"{escape(finding.message)}"
+            Text.assemble(
+                cell(finding.severity.upper(), style),
+                " ",
+                cell(finding.code, "bold"),
+                f"{seen}: ",
+                cell(finding.message),
+            )
         )
-        console.print(f"  line {finding.line_number}: {escape(finding.line)}", style="dim")
-        console.print(f"  fix: {escape(finding.fix)}")
+        # The line is the log's own text: shown literally, without its control characters.
+        console.print(cell(f"  line {finding.line_number}: {finding.line}", "dim"))
+        console.print(cell(f"  fix: {finding.fix}"))
     return 1 if has_error else 0

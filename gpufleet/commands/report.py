@@ -6,7 +6,9 @@ Example::
     gpufleet report results/ --html report.html    # one self-contained file with plots
     gpufleet report results/ --json                # for machines
 
-Exit status: 0 the report was made, 2 the results directory holds nothing to report.
+Exit status: 0 the report was made (a host whose results files cannot be read is an `error`
+row, named on stderr too), 2 the results directory holds nothing readable to report or an
+option is unusable (e.g. --html naming a directory).
 """
 
 from __future__ import annotations

@@ -13,9 +13,13 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
+from rich.text import Text
+
 from gpufleet.drift.plan import DriftError, DriftReport, build_report, merge_validation, run_plan
 from gpufleet.drift.validation import run_validation
 from gpufleet.inventory import InventoryError, read_debug_inventory
+from gpufleet.text import cell, plain, redact_data
+from gpufleet.validate.results import safe_name, writable_dir_problem
 
 STATUS_STYLE = {"clean": "green", "drift": "yellow", "unreachable": "red", "error": "red"}
 
@@ -77,8 +81,6 @@ def check(args: argparse.Namespace) -> DriftReport:
 
 def write_drift_files(report: DriftReport, results_dir: Path) -> list[Path]:
     """``DIR/<host>/drift.json`` per host, for `gpufleet report`."""
-    from gpufleet.validate.results import safe_name
-
     paths = []
     for name, host in report.hosts.items():
         path = results_dir / safe_name(name) / "drift.json"
@@ -92,7 +94,7 @@ def write_drift_files(report: DriftReport, results_dir: Path) -> list[Path]:
             "conditional": host.conditional,
             "validation_failures": host.validation_failures,
         }
-        path.write_text(json.dumps(document, indent=2) + "\n")
+        path.write_text(json.dumps(redact_data(document), indent=2) + "\n")
         paths.append(path)
     return paths
 
@@ -100,48 +102,64 @@ def write_drift_files(report: DriftReport, results_dir: Path) -> list[Path]:
 def print_report(report: DriftReport) -> None:
     """Each host: its status, then what differs, what may differ, and failed quick checks."""
     from rich.console import Console
-    from rich.text import Text
 
     console = Console(highlight=False, soft_wrap=True)
     for name, host in report.hosts.items():
-        console.print(Text.assemble((name, "bold"), "  ", (host.status, STATUS_STYLE[host.status])))
+        console.print(
+            Text.assemble(cell(name, "bold"), "  ", cell(host.status, STATUS_STYLE[host.status]))
+        )
         if host.reason:
-            console.print(Text(f"    {host.reason}", style="red"))
+            console.print(cell(f"    {host.reason}", "red"))
         for sentence in host.changes:
-            console.print(Text(f"    - {sentence}"))
+            console.print(cell(f"    - {sentence}"))
         for failure in host.validation_failures:
             line = f"    x {failure['check']} ({failure['status']})"
-            console.print(Text(line + (f": {failure['message']}" if failure["message"] else "")))
+            console.print(cell(line + (f": {failure['message']}" if failure["message"] else "")))
         for sentence in host.conditional:
-            console.print(Text(f"    ? {sentence}", style="dim"))
+            console.print(cell(f"    ? {sentence}", "dim"))
     counts: Mapping[str, int] = {
         status: sum(h.status == status for h in report.hosts.values()) for status in STATUS_STYLE
     }
     summary = ", ".join(f"{n} {status}" for status, n in counts.items() if n)
-    console.print(f"{len(report.hosts)} host(s): {summary}; exit {report.exit_status}")
+    console.print(cell(f"{len(report.hosts)} host(s): {summary}; exit {report.exit_status}"))
     for note in report.notes:
-        console.print(Text(note, style="dim"))
+        console.print(cell(note, "dim"))
 
 
 def run(args: argparse.Namespace) -> int:
     """Check the hosts ``gpufleet drift`` was given, print or write the report; the exit status."""
     if not Path(args.deploy).is_file():
         print(
-            f"gpufleet drift: deploy file {args.deploy!r} does not exist; pass --deploy PATH "
-            "(default: deploy/gpu_node.py of this checkout)",
+            plain(
+                f"gpufleet drift: deploy file {args.deploy!r} does not exist; pass --deploy PATH "
+                "(default: deploy/gpu_node.py of this checkout)"
+            ),
             file=sys.stderr,
         )
         return 2
+    if args.results_dir is not None:
+        # Refuse an unusable --results-dir now, not after every host has been checked.
+        problem = writable_dir_problem(args.results_dir, "--results-dir")
+        if problem:
+            print(plain(f"gpufleet drift: {problem}"), file=sys.stderr)
+            return 2
     args.deploy = str(Path(args.deploy).resolve())
     try:
         report = check(args)
     except (InventoryError, DriftError) as exc:
-        print(f"gpufleet drift: {exc}", file=sys.stderr)
+        print(plain(f"gpufleet drift: {exc}"), file=sys.stderr)
         return 2
     if args.results_dir is not None:
-        write_drift_files(report, args.results_dir)
+        try:
+            write_drift_files(report, args.results_dir)
+        except OSError as exc:
+            print(
+                plain(f"gpufleet drift: cannot write {args.results_dir}: {exc.strerror or exc}"),
+                file=sys.stderr,
+            )
+            return 2
     if args.json:
-        print(json.dumps(report.to_dict(), indent=2))
+        print(json.dumps(redact_data(report.to_dict()), indent=2))
     else:
         print_report(report)
     return report.exit_status

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from gpufleet.validate.results import safe_name
+from gpufleet.validate.baseline import safe_name
 
 _RESULTS_LINE = re.compile(r"^results: .*/\*/(?P<run_id>[^/\s]+)\.json", re.MULTILINE)
 

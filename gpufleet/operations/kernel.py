@@ -10,6 +10,7 @@ from pyinfra.api import OperationError, QuoteString, StringCommand, operation
 from pyinfra.operations import server
 
 from gpufleet.operations.probes import FileDigest, NvidiaModuleState
+from gpufleet.text import plain
 
 REBOOT_POLICIES = ("auto", "never", "always")
 
@@ -93,6 +94,7 @@ def reboot_for_driver(policy: str = "auto", reboot_timeout: int = 600, delay: in
         reason: str | None = "reboot policy is 'always'"
     else:
         reason = reboot_reason(host.get_fact(NvidiaModuleState))
+        reason = None if reason is None else plain(reason)  # quotes the host: no escapes
     if reason is None:
         host.noop("the running driver is the installed one: no reboot needed")
         return

@@ -165,11 +165,16 @@ def _status(
     return statuses.get(metric, statuses.get(f"{workload}_{metric}"))
 
 
+def _mapping(value: Any) -> Mapping[str, Any]:
+    return value if isinstance(value, Mapping) else {}
+
+
 def workload_figures(workload: Mapping[str, Any]) -> list[Figure]:
     """The headline figures of one Workload JSON document."""
     name = str(workload.get("workload", ""))
-    metrics = workload.get("metrics") or {}
-    thresholds = (workload.get("config") or {}).get("thresholds") or {}
+    # Documents come from hosts: a field of the wrong type means "no figures", never a crash.
+    metrics = _mapping(workload.get("metrics"))
+    thresholds = _mapping(_mapping(workload.get("config")).get("thresholds"))
     rules = RULES.get(name, GENERIC)
     statuses = {
         str(c.get("name")): str(c.get("status"))

@@ -18,13 +18,17 @@ from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
+from urllib.parse import unquote
 
 from gpufleet.report.figures import Figure, figures_of
-from gpufleet.report.schema import ResultsSchemaError, validate_results
+from gpufleet.report.schema import new_document, validate_results
+from gpufleet.text import redact_data
 from gpufleet.validate import baseline as baselines
 
 NOT_RUNS = frozenset({baselines.BASELINE_NAME, "drift.json", "latest.json", "state.json"})
-IGNORED_DIRS = frozenset({"junit"})
+# What reading a host's JSON file can raise: unreadable, not UTF-8 or not JSON (ValueError),
+# nested deeper than Python's recursion limit (RecursionError).
+UNREADABLE = (OSError, ValueError, RecursionError)
 # Checks are shown in the suite's order: declared state, GPU health, workloads, then others.
 CHECK_GROUPS = ("host_state", "gpu_health", "workloads")
 
@@ -44,6 +48,7 @@ class HostReport:
     drift: Drift | None = None
     regressions: list[baselines.Regression] = field(default_factory=list)
     problems: list[str] = field(default_factory=list)  # files that could not be read
+    unreadable: bool = False  # no results file could be read: ``runs`` is one stand-in error
 
     @property
     def latest(self) -> dict[str, Any]:
@@ -100,11 +105,11 @@ def read_drift(path: Path) -> Drift | None:
     """A host's drift.json (as ``gpufleet drift --results-dir`` writes it, or a bare list of
     changes), or None when there is none."""
     try:
-        raw = json.loads(path.read_text())
+        raw = redact_data(json.loads(path.read_text()))
     except FileNotFoundError:
         return None
-    except (OSError, json.JSONDecodeError) as exc:
-        return Drift(status="error", reason=f"drift.json could not be read: {exc}")
+    except UNREADABLE as exc:
+        return Drift(status="error", reason=f"drift.json could not be read: {_why(exc)}")
     if isinstance(raw, list):
         return Drift(changes=_strings(raw))
     if not isinstance(raw, Mapping):
@@ -124,6 +129,29 @@ def read_drift(path: Path) -> Drift | None:
     )
 
 
+def _why(exc: BaseException) -> str:
+    if isinstance(exc, RecursionError):
+        return "JSON nested too deeply to be a results document"
+    return str(exc)
+
+
+def unreadable_document(host: str, problems: list[str]) -> dict[str, Any]:
+    """The stand-in latest run of a host none of whose files could be read: an ``error`` row,
+    so the host shows in the report instead of vanishing."""
+    return new_document(
+        host=host,
+        run_id="",
+        started_at="",
+        tier="quick",
+        target="",
+        spec={},
+        checks=[],
+        workloads=[],
+        gpu_health=None,
+        run_error="no readable results document: " + "; ".join(problems),
+    )
+
+
 def _run_key(doc: Mapping[str, Any]) -> tuple[str, str]:
     return (str(doc.get("started_at") or ""), str(doc.get("run_id") or ""))
 
@@ -131,22 +159,29 @@ def _run_key(doc: Mapping[str, Any]) -> tuple[str, str]:
 def load_host(
     folder: Path, *, margin: float, margins: Mapping[str, float] | None = None
 ) -> HostReport | None:
-    """One host's folder; None when it holds no results document at all."""
+    """One host's folder; None when it holds no results file at all. When every results file
+    is unreadable, the host gets one ``error`` run that says why."""
     report = HostReport(name=folder.name)
     for path in sorted(folder.glob("*.json")):
-        if path.name in NOT_RUNS or path.name.startswith("."):
+        if path.name in NOT_RUNS:
             continue
         try:
-            doc = json.loads(path.read_text())
+            doc = redact_data(json.loads(path.read_text()))
             validate_results(doc)
-        except (OSError, json.JSONDecodeError, ResultsSchemaError) as exc:
-            report.problems.append(f"{path.name}: {exc}")
+        except UNREADABLE as exc:  # ResultsSchemaError is a ValueError
+            report.problems.append(f"{path.name}: {_why(exc)}")
             continue
         report.runs.append(doc)
     if not report.runs:
-        return None
+        if not report.problems:
+            return None
+        stand_in = unreadable_document(unquote(folder.name), report.problems)
+        report.runs.append(redact_data(stand_in))
+        report.name = report.latest["host"]
+        report.unreadable = True
+        return report
     report.runs.sort(key=_run_key)
-    report.name = str(report.latest.get("host") or folder.name)
+    report.name = str(report.latest.get("host") or redact_data(folder.name))
     try:
         report.baseline = baselines.load_baseline(folder / baselines.BASELINE_NAME)
         report.baseline_note = "baseline.json" if report.baseline else ""
@@ -185,16 +220,18 @@ def load_fleet(
             "(default: results)"
         )
     hosts = []
+    # Every folder: host folders are named by safe_name, so none is hidden and a host called
+    # "junit" shares the JUnit folder; a folder without results files is simply not a host.
     for folder in sorted(p for p in root.iterdir() if p.is_dir()):
-        if folder.name in IGNORED_DIRS or folder.name.startswith("."):
-            continue
         host = load_host(folder, margin=margin, margins=margins)
         if host is not None:
             hosts.append(host)
-    if not hosts:
+    if all(host.unreadable for host in hosts):
+        unreadable = [f"{h.name}/{p}" for h in hosts for p in h.problems]
         raise FleetError(
-            f"no results documents under {root}/<host>/*.json; run `gpufleet validate "
-            f"INVENTORY --results-dir {root}` first"
+            f"no results documents under {root}/<host>/*.json"
+            + (f" that can be read ({'; '.join(unreadable)[:2000]})" if unreadable else "")
+            + f"; run `gpufleet validate INVENTORY --results-dir {root}` first"
         )
     hosts.sort(key=lambda h: h.name)
     return Fleet(root=root, hosts=hosts, margin=margin, margins=dict(margins or {}))

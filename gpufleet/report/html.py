@@ -14,7 +14,7 @@ from markupsafe import Markup
 
 from gpufleet import __version__
 from gpufleet.report import plots
-from gpufleet.report.figures import Figure
+from gpufleet.report.figures import Figure, number
 from gpufleet.report.fleet import Fleet, HostReport
 
 TEMPLATE_DIR = Path(__file__).parent / "templates"
@@ -64,6 +64,27 @@ def figure_cell(item: Figure | None) -> dict[str, Any]:
     }
 
 
+GPU_FIELDS: tuple[str, ...] = ("name", "pci_bus_id", "ecc_uncorrected_volatile")
+GPU_FIELDS += ("remapped_rows_pending", "remapped_rows_failure")
+GPU_NUMBERS = ("temperature_c", "power_draw_w")
+
+
+def gpu_rows(gpus: Any) -> list[dict[str, Any]]:
+    """The GPU table's rows from a document's ``gpu_health.gpus``, every field present and of
+    the type the template needs (the document comes from the host; a bad entry shows as "—")."""
+    rows = []
+    for gpu in gpus if isinstance(gpus, list) else ():
+        gpu = gpu if isinstance(gpu, dict) else {}
+        row: dict[str, Any] = {key: gpu.get(key) for key in GPU_FIELDS}
+        row.update({key: number(gpu.get(key)) for key in GPU_NUMBERS})
+        reasons = gpu.get("clock_event_reasons_active")
+        row["clock_event_reasons_active"] = (
+            [str(r) for r in reasons] if isinstance(reasons, list) else []
+        )
+        rows.append(row)
+    return rows
+
+
 def host_context(host: HostReport, check_names: list[str], figure_keys: list[str]) -> dict:
     latest = host.latest
     checks = host.checks
@@ -99,7 +120,7 @@ def host_context(host: HostReport, check_names: list[str], figure_keys: list[str
         "baseline_run_id": host.baseline["run_id"] if host.baseline else None,
         "baseline_note": host.baseline_note,
         "file_problems": host.problems,
-        "gpus": (latest.get("gpu_health") or {}).get("gpus") or [],
+        "gpus": gpu_rows((latest.get("gpu_health") or {}).get("gpus")),
         "history_svg": Markup(plots.history_svg(host)),  # our own SVG: safe
     }
 

@@ -8,7 +8,9 @@ import sys
 from collections.abc import Sequence
 
 from gpufleet.report.fleet import Drift, Fleet, FleetError, load_fleet, summary
+from gpufleet.text import cell, plain, redact_data
 from gpufleet.validate.baseline import BaselineError
+from gpufleet.validate.results import writable_file_problem
 
 
 def parse_margins(items: Sequence[str]) -> dict[str, float]:
@@ -42,11 +44,10 @@ def print_fleet(fleet: Fleet) -> None:
     """One row per host: status, counts, what failed, regressions and drift."""
     from rich.console import Console
     from rich.table import Table
-    from rich.text import Text
 
     from gpufleet.report.terminal import STATUS_STYLES
 
-    table = Table(title=f"gpufleet fleet report: {fleet.root}", title_justify="left")
+    table = Table(title=cell(f"gpufleet fleet report: {fleet.root}"), title_justify="left")
     table.add_column("host", no_wrap=True)
     for column in ("status", "tier", "last run", "pass/fail/skip", "not passing"):
         table.add_column(column, overflow="fold")
@@ -57,40 +58,55 @@ def print_fleet(fleet: Fleet) -> None:
         counts = latest["summary"]
         failing = [name for name, c in host.checks.items() if c["status"] in ("fail", "error")]
         table.add_row(
-            host.name,
-            Text(latest["status"], style=STATUS_STYLES.get(latest["status"], "")),
-            latest["tier"],
-            str(latest["started_at"])[:16].replace("T", " "),
+            cell(host.name),
+            cell(latest["status"], STATUS_STYLES.get(latest["status"], "")),
+            cell(latest["tier"]),
+            cell(str(latest["started_at"])[:16].replace("T", " ")),
             f"{counts['pass']}/{counts['fail'] + counts['error']}/{counts['skipped']}",
-            "\n".join(failing) or (latest["run_error"] or "")[:80],
-            "\n".join(r.message for r in host.regressions),
-            drift_text(host.drift),
+            cell("\n".join(failing) or (latest["run_error"] or "")[:80]),
+            cell("\n".join(r.message for r in host.regressions)),
+            cell(drift_text(host.drift)),
         )
     Console().print(table)
 
 
+def _fail(message: str) -> int:
+    print(plain(f"gpufleet report: {message}"), file=sys.stderr)
+    return 2
+
+
 def run(args: argparse.Namespace) -> int:
     """Do what `gpufleet report` was asked; the exit status."""
+    if args.html:  # before reading anything: a bad path is the operator's to fix first
+        problem = writable_file_problem(args.html, "--html")
+        if problem:
+            return _fail(problem)
     try:
         margins = parse_margins(args.figure_margin)
         fleet = load_fleet(args.results_dir, margin=args.regression_margin, margins=margins)
     except (FleetError, BaselineError) as exc:
-        print(f"gpufleet report: {exc}", file=sys.stderr)
-        return 2
+        return _fail(str(exc))
+    except OSError as exc:
+        return _fail(f"cannot read {args.results_dir}: {exc.strerror or exc}")
+    for host in fleet.hosts:  # say it, even where the table has no room for it
+        drift_problem = [host.drift.reason] if host.drift and host.drift.status == "error" else []
+        for problem in host.problems + drift_problem:
+            print(plain(f"gpufleet report: {host.name}: {problem}"), file=sys.stderr)
     if args.html:
         from gpufleet.report.html import render_html
 
         try:
             text = render_html(fleet, title=args.title)
         except RuntimeError as exc:  # matplotlib missing
-            print(f"gpufleet report: {exc}", file=sys.stderr)
-            return 2
-        args.html.parent.mkdir(parents=True, exist_ok=True)
-        args.html.write_text(text)
+            return _fail(str(exc))
+        try:
+            args.html.write_text(text, encoding="utf-8", errors="backslashreplace")
+        except OSError as exc:
+            return _fail(f"cannot write --html {args.html}: {exc.strerror or exc}")
     if args.json:
-        print(json.dumps(summary(fleet), indent=2))
+        print(json.dumps(redact_data(summary(fleet)), indent=2))
     else:
         print_fleet(fleet)
         if args.html:
-            print(f"HTML report: {args.html}")
+            print(plain(f"HTML report: {args.html}"))
     return 0

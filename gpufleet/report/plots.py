@@ -41,6 +41,8 @@ def _pyplot() -> Any:
             "axes.spines.right": False,
             "axes.titlesize": 10,
             "axes.titleweight": "bold",
+            # Host names and metric keys come from the documents: "$" is a dollar, not TeX.
+            "text.parse_math": False,
         }
     )
     import matplotlib.pyplot as plt

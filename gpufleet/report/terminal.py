@@ -9,6 +9,8 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
+from gpufleet.text import cell
+
 STATUS_STYLES = {
     "pass": "green",
     "fail": "bold red",
@@ -49,7 +51,7 @@ def host_table(doc: Mapping[str, Any]) -> Table:
     """One host's checks: status, check, message, figures."""
     summary = doc.get("summary", {})
     counts = ", ".join(f"{n} {s}" for s, n in summary.items() if n)
-    title = (
+    title = cell(
         f"{doc['host']} ({doc.get('target', '')}) — {doc['tier']} tier — {counts or 'no checks'}"
     )
     table = Table(title=title, title_justify="left", show_lines=False, expand=False)
@@ -60,17 +62,17 @@ def host_table(doc: Mapping[str, Any]) -> Table:
     for check in doc.get("checks", []):
         status = check["status"]
         table.add_row(
-            Text(status, style=STATUS_STYLES.get(status, "")),
-            check["name"],
-            check.get("message", ""),
-            format_figures(check.get("figures") or {}),
+            cell(status, STATUS_STYLES.get(status, "")),
+            cell(check["name"]),
+            cell(check.get("message", "")),
+            cell(format_figures(check.get("figures") or {})),
         )
     if doc.get("run_error"):
-        table.add_row(Text("error", style=STATUS_STYLES["error"]), "run", doc["run_error"], "")
+        table.add_row(cell("error", STATUS_STYLES["error"]), "run", cell(doc["run_error"]), "")
     note = doc.get("_baseline") or {}
     for line in note.get("lines", ()):
         state = note.get("state", "")
-        table.add_row(Text(state, style=BASELINE_STYLES.get(state, "")), "baseline", line, "")
+        table.add_row(cell(state, BASELINE_STYLES.get(state, "")), "baseline", cell(line), "")
     return table
 
 
@@ -97,11 +99,11 @@ def fleet_table(docs: Sequence[Mapping[str, Any]]) -> Table:
     for doc in docs:
         summary = doc.get("summary", {})
         table.add_row(
-            doc["host"],
-            Text(doc["status"], style=STATUS_STYLES.get(doc["status"], "")),
+            cell(doc["host"]),
+            cell(doc["status"], STATUS_STYLES.get(doc["status"], "")),
             *(str(summary.get(s, 0)) for s in ("pass", "fail", "error", "inconclusive", "skipped")),
             *([baseline_cell(doc.get("_baseline"))] if with_baseline else []),
-            str(doc.get("_path", "")),
+            cell(doc.get("_path", "")),
         )
     return table
 

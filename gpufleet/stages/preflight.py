@@ -14,6 +14,7 @@ from gpufleet.matrix.drivers import version_tuple
 from gpufleet.stages.dcgm import skip_reason as dcgm_skip_reason
 from gpufleet.stages.nccl_tests import skip_reason as nccl_tests_skip_reason
 from gpufleet.stages.node import NodePlan, node_plan
+from gpufleet.text import plain
 
 
 @deploy("gpufleet preflight")
@@ -30,12 +31,13 @@ def preflight(plan: NodePlan | None = None) -> bool:
     plan = plan or node_plan()
     found = refusals(plan)
     if not found:
-        logger.info(f"{host.print_prefix}gpufleet plan: {describe(plan)}")
+        # plain(): the plan quotes the host's os-release, which must not reach the terminal raw.
+        logger.info(f"{host.print_prefix}gpufleet plan: {plain(describe(plan))}")
         for warning in plan.require_resolution().warnings:
-            logger.warning(f"{host.print_prefix}gpufleet: {warning}")
+            logger.warning(f"{host.print_prefix}gpufleet: {plain(warning)}")
         return True
     for reason in found:
-        logger.error(f"{host.print_prefix}gpufleet preflight refused this host: {reason}")
+        logger.error(f"{host.print_prefix}gpufleet preflight refused this host: {plain(reason)}")
     # Failing the host while planning removes it from the run before any operation executes;
     # pyinfra then reports it under failed hosts and exits non-zero.
     # (the Host object itself, not pyinfra's context proxy, which later points at other hosts).

@@ -77,8 +77,15 @@ class Regression:
 
 
 def safe_name(name: str) -> str:
-    """A host name usable as a folder name (as ``gpufleet validate`` names result folders)."""
-    return re.sub(r"[^A-Za-z0-9_.@-]", "_", name)
+    """A host's folder name under a results directory, one per host name: other characters
+    percent-escaped (``@ssh/gpu-b`` -> ``@ssh%2Fgpu-b``), a leading ``.`` too, so no name is
+    ``.``, ``..`` or hidden. ``gpufleet validate``, ``drift`` and the baselines all use it."""
+    escaped = re.sub(
+        r"[^A-Za-z0-9_.@-]",
+        lambda m: "".join(f"%{b:02X}" for b in m[0].encode("utf-8", "surrogatepass")),
+        name,
+    )
+    return "%2E" + escaped[1:] if escaped.startswith(".") else escaped or "%"
 
 
 def baseline_path(results_dir: str | Path, host: str) -> Path:
@@ -98,7 +105,7 @@ def load_baseline(path: str | Path) -> dict[str, Any] | None:
         document = json.loads(path.read_text())
     except FileNotFoundError:
         return None
-    except (OSError, json.JSONDecodeError) as exc:
+    except (OSError, ValueError, RecursionError) as exc:  # also not UTF-8, nested too deep
         raise BaselineError(
             f"baseline {path} is unreadable ({exc}); delete it and the next passing full "
             "validation becomes the baseline"

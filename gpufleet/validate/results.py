@@ -3,19 +3,44 @@
 from __future__ import annotations
 
 import json
-import re
+import os
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from gpufleet.text import plain, redact_data
 from gpufleet.validate import baseline
+from gpufleet.validate.baseline import safe_name
 from gpufleet.validate.hostrun import HostRun, error_document
 from gpufleet.validate.ssh import hostspec_for
 
 
-def safe_name(name: str) -> str:
-    """A host name usable as a file name: ``@ssh/gpu-b`` -> ``@ssh_gpu-b``."""
-    return re.sub(r"[^A-Za-z0-9_.@-]", "_", name)
+def writable_dir_problem(path: Path, option: str) -> str:
+    """Why ``path`` cannot be the results directory (made when missing), or "" when it can."""
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+    except FileExistsError:
+        return f"{option} {path} exists and is not a directory; pass a directory"
+    except OSError as exc:
+        why = exc.strerror or exc
+        return f"{option} {path} cannot be created ({why}); pass a writable directory"
+    if not path.is_dir():
+        return f"{option} {path} is not a directory; pass a directory"
+    if not os.access(path, os.W_OK | os.X_OK):
+        return f"{option} {path} is not writable by this user; pass a writable directory"
+    return ""
+
+
+def writable_file_problem(path: Path, option: str) -> str:
+    """Why a file cannot be written at ``path`` (its folder made when missing), or ""."""
+    if path.is_dir():
+        return f"{option} {path} is a directory; pass a file path, e.g. {path / 'junit.xml'}"
+    problem = writable_dir_problem(path.parent, f"the folder of {option}")
+    if problem:
+        return problem
+    if path.exists() and not os.access(path, os.W_OK):
+        return f"{option} {path} is not writable by this user; pass a writable path"
+    return ""
 
 
 def merge_junit(runs: Sequence[HostRun], out: Path) -> None:
@@ -45,6 +70,12 @@ def merge_junit(runs: Sequence[HostRun], out: Path) -> None:
             suite.set("tests", str(int(suite.get("tests", "0")) + 1))
             suite.set("errors", str(int(suite.get("errors", "0")) + 1))
         root.extend(suites)
+    # Messages and output quote hosts: no URL credential, and no control character, which
+    # XML 1.0 cannot hold at all (one ESC from a host's log would make the file unreadable).
+    for element in root.iter():
+        element.attrib.update({k: plain(v) for k, v in element.attrib.items()})
+        element.text = plain(element.text) if element.text else element.text
+        element.tail = plain(element.tail) if element.tail else element.tail
     out.parent.mkdir(parents=True, exist_ok=True)
     ET.ElementTree(root).write(out, encoding="utf-8", xml_declaration=True)
 
@@ -59,6 +90,8 @@ def write_results(runs: Sequence[HostRun], results_dir: Path, run_id: str) -> li
             )
         path = results_dir / safe_name(run.host.name) / f"{run_id}.json"
         path.parent.mkdir(parents=True, exist_ok=True)
+        # From here on (file, baseline, JUnit, terminal) no URL credential is left in it.
+        run.document = redact_data(run.document)
         path.write_text(json.dumps(run.document, indent=2, default=str) + "\n")
         paths.append(path)
     return paths

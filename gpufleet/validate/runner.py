@@ -17,15 +17,18 @@ from typing import Any
 
 from gpufleet.inventory import InventoryError, InventoryHost, load_hosts
 from gpufleet.report.schema import ResultsSchemaError, validate_results
+from gpufleet.text import plain
 from gpufleet.validate.hostrun import HostRun, describe_target, error_document
 from gpufleet.validate.results import (
     baseline_notes,
     exit_status,
     merge_junit,
     safe_name,
+    writable_dir_problem,
+    writable_file_problem,
     write_results,
 )
-from gpufleet.validate.ssh import close_masters, hostspec_for, ssh_config_text
+from gpufleet.validate.ssh import close_masters, host_problem, hostspec_for, ssh_config_text
 
 SUITE_DIR = Path(__file__).resolve().parent.parent.parent / "validation"
 # Whole-host limits for one pytest run (the workloads have their own, shorter, limits).
@@ -147,6 +150,23 @@ def run_host(
     run.document = document
 
 
+def _write_private(path: Path, text: str) -> None:
+    """Write a file only this user can read (expectations carry the inventory's data)."""
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w") as handle:
+        handle.write(text)
+
+
+def _output_problem(args: argparse.Namespace, run_id: str) -> str:
+    """Why the results or JUnit file could not be written, found before any host runs."""
+    problem = writable_dir_problem(args.results_dir, "--results-dir")
+    if not problem and args.junit_xml is not None:
+        problem = writable_file_problem(args.junit_xml, "--junit-xml")
+    elif not problem:
+        problem = writable_file_problem(args.results_dir / "junit" / f"{run_id}.xml", "JUnit XML")
+    return problem
+
+
 def run(args: argparse.Namespace) -> int:
     """Validate the hosts ``gpufleet validate`` was given; write and show results; exit status."""
     from gpufleet.report.terminal import print_report
@@ -155,9 +175,13 @@ def run(args: argparse.Namespace) -> int:
     try:
         hosts = load_hosts(args.inventory, args.limit)
     except InventoryError as exc:
-        print(f"gpufleet validate: {exc}", file=sys.stderr)
+        print(plain(f"gpufleet validate: {exc}"), file=sys.stderr)
         return 2
     run_id = new_run_id()
+    problem = _output_problem(args, run_id)  # before any host runs, not after all of them
+    if problem:
+        print(plain(f"gpufleet validate: {problem}"), file=sys.stderr)
+        return 2
     started_at = datetime.now(timezone.utc).isoformat(timespec="seconds")
     workdir = Path(tempfile.mkdtemp(prefix="gpufleet-validate-"))
     runs: list[HostRun] = []
@@ -173,12 +197,24 @@ def run(args: argparse.Namespace) -> int:
                 log_path=workdir / f"{stem}.log",
             )
         )
-    ssh_hosts = [(run.alias, run.host) for run in runs if not run.host.is_local]
+
+    def refuse(run: HostRun, why: str) -> None:
+        run.document = error_document(
+            run, tier=args.tier, run_id=run_id, started_at=started_at, why=why
+        )
+
+    for run in runs:
+        why = "" if run.host.is_local else host_problem(run.host)
+        if why:  # checked before the ssh_config is written: nothing of it reaches ssh
+            refuse(run, why)
+    ssh_hosts = [(r.alias, r.host) for r in runs if not r.host.is_local and r.document is None]
     ssh_config = workdir / "ssh_config" if ssh_hosts else None
     if ssh_config is not None:
-        ssh_config.write_text(ssh_config_text(ssh_hosts, control_dir=workdir))
+        _write_private(ssh_config, ssh_config_text(ssh_hosts, control_dir=workdir))
     pending = []
     for run in runs:
+        if run.document is not None:
+            continue
         try:
             doc = expectations_for(
                 run.host,
@@ -188,11 +224,12 @@ def run(args: argparse.Namespace) -> int:
                 payload_dir=args.payload_dir,
             )
         except SpecError as exc:
-            run.document = error_document(
-                run, tier=args.tier, run_id=run_id, started_at=started_at, why=str(exc)
-            )
+            refuse(run, str(exc))
             continue
-        run.expectations_path.write_text(json.dumps(doc, indent=2))
+        except ValueError as exc:  # a value the spec's checks did not foresee: still no traceback
+            refuse(run, f"the inventory data could not be read ({exc}); check this host's URLs")
+            continue
+        _write_private(run.expectations_path, json.dumps(doc, indent=2))
         pending.append(run)
     try:
         with ThreadPoolExecutor(max_workers=max(1, args.parallel)) as pool:
@@ -211,9 +248,17 @@ def run(args: argparse.Namespace) -> int:
     finally:
         if ssh_config is not None:
             close_masters(ssh_config, [alias for alias, _host in ssh_hosts])
-    paths = write_results(runs, args.results_dir, run_id)
     junit = args.junit_xml or args.results_dir / "junit" / f"{run_id}.xml"
-    merge_junit(runs, junit)
+    try:
+        paths = write_results(runs, args.results_dir, run_id)
+        merge_junit(runs, junit)
+    except OSError as exc:  # checked at the start; something changed it since
+        print(
+            plain(f"gpufleet validate: cannot write results ({exc}); check --results-dir"),
+            file=sys.stderr,
+        )
+        shutil.rmtree(workdir, ignore_errors=True)
+        return 2
     documents = [run.document for run in runs if run.document is not None]
     notes = baseline_notes(args.results_dir, documents)
     print_report(
@@ -222,6 +267,6 @@ def run(args: argparse.Namespace) -> int:
             for doc, path, note in zip(documents, paths, notes, strict=True)
         ]
     )
-    print(f"results: {args.results_dir}/*/{run_id}.json  junit: {junit}")
+    print(plain(f"results: {args.results_dir}/*/{run_id}.json  junit: {junit}"))
     shutil.rmtree(workdir, ignore_errors=True)
     return exit_status(documents)

@@ -31,6 +31,7 @@ from gpufleet.drift.sentences import conditional_sentence, operation_part, sente
 from gpufleet.drift.validation import read_documents, run_id_of, validate_command
 from gpufleet.report.fleet import read_drift
 from gpufleet.report.schema import new_document
+from gpufleet.validate.baseline import safe_name
 
 DRIFT = Path(__file__).resolve().parents[1] / "fixtures" / "drift"
 RECORDED = DRIFT / "recorded"
@@ -362,7 +363,7 @@ def test_validation_run_id_and_documents(tmp_path):
     )
     assert run_id_of(stdout) == run_id
     assert run_id_of("gpufleet validate: inventory file 'x.py' does not exist") is None
-    folder = tmp_path / "@ssh_gpu-b"
+    folder = tmp_path / "@ssh%2Fgpu-b"  # gpufleet.validate.baseline.safe_name
     folder.mkdir()
     (folder / f"{run_id}.json").write_text(json.dumps(results("@ssh/gpu-b", [])))
     documents = read_documents(tmp_path, run_id, ["@ssh/gpu-b", "gpu-c"])
@@ -407,12 +408,12 @@ def test_drift_json_is_what_the_fleet_report_reads(tmp_path):
     report = report_of("gpu_node_fake_fleet")
     paths = drift_check.write_drift_files(report, tmp_path)
     assert len(paths) == 4
-    folder = tmp_path / "@fake_gpu-unheld-nccl-persistenced-dead"
+    folder = tmp_path / safe_name("@fake/gpu-unheld-nccl-persistenced-dead")
     read = read_drift(folder / "drift.json")
     assert read is not None
     assert read.changes == ["nvidia-persistenced not running", "libnccl2 no longer held"]
     assert read.status == "drift"
-    gone = read_drift(tmp_path / "@fake_gpu-gone" / "drift.json")
+    gone = read_drift(tmp_path / safe_name("@fake/gpu-gone") / "drift.json")
     assert gone is not None and gone.status == "error"
     assert "no NVIDIA GPU on the PCI bus" in gone.reason
     document = json.loads((folder / "drift.json").read_text())
