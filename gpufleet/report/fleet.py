@@ -23,7 +23,9 @@ from gpufleet.report.figures import Figure, figures_of
 from gpufleet.report.schema import ResultsSchemaError, validate_results
 from gpufleet.validate import baseline as baselines
 
-NOT_RUNS = frozenset({baselines.BASELINE_NAME, "drift.json", "latest.json", "state.json"})
+NOT_RUNS = frozenset(
+    {baselines.BASELINE_NAME, "baseline-quick.json", "drift.json", "latest.json", "state.json"}
+)
 IGNORED_DIRS = frozenset({"junit"})
 # Checks are shown in the suite's order: declared state, GPU health, workloads, then others.
 CHECK_GROUPS = ("host_state", "gpu_health", "workloads")
@@ -161,7 +163,11 @@ def load_host(
     report.drift = read_drift(folder / "drift.json")
     if report.baseline is not None:
         report.regressions = baselines.compare(
-            report.baseline, report.latest, margin=margin, margins=margins
+            report.baseline,
+            report.latest,
+            margin=margin,
+            margins=margins,
+            history=report.runs[:-1],
         )
     return report
 
