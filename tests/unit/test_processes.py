@@ -10,6 +10,7 @@ from typing import Any
 
 import numpy as np
 
+from gpufleet.inventory import host_from_dict
 from gpufleet.report import prometheus
 from gpufleet.report.schema import new_document
 from gpufleet.validate.hostrun import HostRun
@@ -116,10 +117,7 @@ def test_unproven_shows_in_the_textfile() -> None:
 
 
 def test_unproven_shows_in_the_junit(tmp_path: Path) -> None:
-    host = ff.inventory_host("gpu-a") if hasattr(ff, "inventory_host") else None
-    from gpufleet.inventory import host_from_dict
-
-    host = host or host_from_dict({"name": "gpu-a", "data": {}})
+    host = host_from_dict({"name": "gpu-a", "data": {}})
     run = HostRun(
         host, "gpufleet-000", tmp_path / "e", tmp_path / "r", tmp_path / "j.xml", tmp_path
     )
