@@ -125,7 +125,7 @@ def test_a_periodic_run_compares_with_its_tier_baseline_and_publishes_it(
     unit = sandbox.ssh(HOST, f"cat {monitoring.UNIT_DIR}/{monitoring.SERVICE}").stdout
     (exec_start,) = re.findall(r"^ExecStart=(.+)$", unit, re.MULTILINE)
     workdir = re.findall(r"^WorkingDirectory=(.+)$", unit, re.MULTILINE)
-    cd = f"cd {workdir[0]} && " if workdir else ""
+    cd = f"cd {workdir[0]} && PYTHONPATH={workdir[0]} " if workdir else ""
     # What the timer starts, limited to one workload to keep the run short.
     ran = sandbox.ssh(HOST, f"{cd}{exec_start} --workloads xla", timeout=900)
     assert ran.returncode == 3, ran.stdout + ran.stderr  # unproven
