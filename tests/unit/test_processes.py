@@ -4,6 +4,7 @@ the unproven status in JUnit and the textfile."""
 from __future__ import annotations
 
 import itertools
+import re
 import xml.etree.ElementTree as ET
 from pathlib import Path
 from typing import Any
@@ -130,3 +131,20 @@ def test_unproven_shows_in_the_junit(tmp_path: Path) -> None:
     assert case is not None and case.find("failure").get("type") == "unproven"
     status = suite.find("properties/property[@name='gpufleet_status']")
     assert status is not None and status.get("value") == "unproven"
+
+
+def test_unproven_shows_in_the_terminal_table_and_the_html_report(tmp_path: Path) -> None:
+    from rich.console import Console
+
+    from gpufleet.report.fleet import load_fleet
+    from gpufleet.report.html import render_html
+    from gpufleet.report.terminal import print_report
+
+    doc = unproven_doc()
+    console = Console(width=200, record=True)
+    print_report([doc], console)
+    assert "unproven" in console.export_text()
+    ff.write(tmp_path, doc)
+    html = render_html(load_fleet(tmp_path))
+    assert '<span class="badge unproven">unproven</span>' in html
+    assert re.search(r"<b>1</b><span>unproven", html)
