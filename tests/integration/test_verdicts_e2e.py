@@ -120,7 +120,9 @@ def test_a_periodic_run_compares_with_its_tier_baseline_and_publishes_it(
 ) -> None:
     seeded = json.dumps(stand_in_baseline())
     path = f"{monitoring.STATE_DIR}/baseline-quick.json"
-    wrote = sandbox.ssh(HOST, f"cat > {path} <<'EOF'\n{seeded}\nEOF")
+    wrote = sandbox.ssh(
+        HOST, f"mkdir -p {monitoring.STATE_DIR} && cat > {path} <<'EOF'\n{seeded}\nEOF"
+    )
     assert wrote.returncode == 0, wrote.stderr
     unit = sandbox.ssh(HOST, f"cat {monitoring.UNIT_DIR}/{monitoring.SERVICE}").stdout
     (exec_start,) = re.findall(r"^ExecStart=(.+)$", unit, re.MULTILINE)
