@@ -54,8 +54,12 @@ def _load_pynvml() -> Any:
 class NvmlSampler:
     """Samples every GPU's utilization and memory while phases are being timed."""
 
-    def __init__(self, interval_s: float = 0.1) -> None:
+    def __init__(self, interval_s: float = 0.1, window_s: float = 1.0) -> None:
         self.interval_s = interval_s
+        # NVML's utilization is an average over a window of 1/6 s to 1 s (by product): readings
+        # closer together than that repeat one average. thinned() keeps one per window.
+        self.window_s = window_s
+        self._changes: list[tuple[float, str | None]] = []
         self.devices: list[NvmlDevice] = []
         # Memory in use per device when the sampler opened (before TensorFlow touched the GPU).
         self.baseline_used_mib: dict[str, float] = {}
@@ -158,6 +162,10 @@ class NvmlSampler:
     def phase(self, label: str) -> Iterator[None]:
         """Tag the samples taken inside the block with ``label``; untagged ones are dropped."""
         previous, self._phase = self._phase, label
+        # A change is a different label from the last one timed (the untagged gaps between
+        # calls of the same phase last microseconds).
+        if not self._changes or self._changes[-1][1] != label:
+            self._changes.append((time.monotonic(), label))
         try:
             yield
         finally:
@@ -166,6 +174,14 @@ class NvmlSampler:
     def samples(self) -> list[Sample]:
         with self._lock:
             return list(self._samples)
+
+    def thinned(self, phase: str, device: str) -> list[Sample]:
+        """The readings of ``device`` in ``phase`` that can count as independent samples.
+
+        Drops readings taken within one averaging window after any phase change (their average
+        still covers the previous phase) and keeps at most one reading per window.
+        """
+        return thin(self.samples(), self._changes, phase, device, self.window_s)
 
     def summary(self, phase: str | None = None) -> dict[str, dict[str, Any]] | None:
         """Per device: mean and 10th-percentile utilization (%), sample count and peak memory.
@@ -195,6 +211,28 @@ class NvmlSampler:
             self._nvml.nvmlShutdown()
             self._nvml = None
             self.unavailable_reason = self.unavailable_reason or "NVML closed"
+
+
+def thin(
+    samples: list[Sample],
+    changes: list[tuple[float, str | None]],
+    phase: str,
+    device: str,
+    window_s: float,
+) -> list[Sample]:
+    """One reading per ``window_s`` of ``device`` in ``phase``, none within ``window_s`` of a
+    phase change (``changes``: (monotonic time, new phase) as NvmlSampler.phase records)."""
+    times = sorted(t for t, _ in changes)
+    kept: list[Sample] = []
+    for sample in sorted(samples, key=lambda s: s.time_s):
+        if sample.phase != phase or sample.device != device:
+            continue
+        if any(0.0 <= sample.time_s - t < window_s for t in times):
+            continue
+        if kept and sample.time_s - kept[-1].time_s < window_s:
+            continue
+        kept.append(sample)
+    return kept
 
 
 def _text(value: str | bytes) -> str:

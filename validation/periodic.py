@@ -8,8 +8,10 @@ Example (what gpufleet-periodic.service runs, from the validation payload's fold
 
 Writes ``OUT/results/<run_id>.json`` (a results document, gpufleet.report.schema), a copy as
 ``OUT/latest.json``, the workloads' logs under ``OUT/logs/``, and, with ``--textfile-dir``,
-``gpufleet.prom`` for node_exporter's textfile collector. Exit status: 0 every check passed,
-1 a check failed, 2 the run could not complete.
+``gpufleet.prom`` for node_exporter's textfile collector, with the host's state against its
+tier's baseline (validation.periodic_baseline). Exit status: 0 every check passed, 1 a check
+failed, 2 the run could not complete, 3 nothing failed but the run is "unproven" (a speed check
+was inconclusive).
 
 Runs with the environment's Python on the host: standard library, gpufleet's pure-Python parts
 (parsers, health, report) and subprocesses only; no pytest, pyinfra or rich.
@@ -30,6 +32,7 @@ from typing import Any
 
 from gpufleet.report import prometheus
 from gpufleet.report.schema import ResultsSchemaError, new_document, validate_results
+from validation.periodic_baseline import own_runs, regression_state
 from validation.periodic_checks import (
     gpu_health_checks,
     run_workload,
@@ -103,8 +106,9 @@ def _write_json(path: Path, document: dict[str, Any]) -> None:
 
 
 def prune(results_dir: Path, keep: int) -> None:
-    """Keep the newest ``keep`` results documents (run ids sort by time)."""
-    runs = sorted(p for p in results_dir.glob("*.json") if not p.name.startswith("."))
+    """Keep the newest ``keep`` of this runner's own results documents (run ids sort by time);
+    any other file in the folder is left alone."""
+    runs = own_runs(results_dir)
     for old in runs[: max(0, len(runs) - keep)]:
         old.unlink(missing_ok=True)
 
@@ -205,8 +209,11 @@ def publish(document: dict[str, Any], args: argparse.Namespace) -> Path | None:
     previous = last_success(state_path, textfile)
     finished = prometheus.timestamp(document["finished_at"])
     success = finished if document["status"] == "pass" else previous
+    results_dir = args.results_dir or args.out / "results"
+    regression = regression_state(document, args.out, results_dir)
     if textfile is not None:
-        prometheus.write_textfile(textfile, prometheus.render(document, last_success=previous))
+        text = prometheus.render(document, last_success=previous, regression=regression)
+        prometheus.write_textfile(textfile, text)
     _write_json(
         state_path,
         {
@@ -214,6 +221,7 @@ def publish(document: dict[str, Any], args: argparse.Namespace) -> Path | None:
             "last_run_timestamp": finished,
             "last_status": document["status"],
             "last_success_timestamp": success,
+            "regression": regression,
         },
     )
     return textfile
@@ -237,7 +245,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         f"{document['status']}: {summary}; results {path}"
         + (f", metrics {textfile}" if textfile else "")
     )
-    return {"pass": 0, "fail": 1}.get(document["status"], 2)
+    return {"pass": 0, "fail": 1, "unproven": 3}.get(document["status"], 2)
 
 
 if __name__ == "__main__":

@@ -8,8 +8,9 @@ from typing import Any
 
 import pytest
 
+from validation.processes import merge_processes, speed_at_stake
 from validation.runstate import STATE
-from validation.tiers import FULL_WORKLOADS, QUICK_WORKLOADS, TIMEOUT_S
+from validation.tiers import FULL_WORKLOADS, PROCESSES, QUICK_WORKLOADS, TIMEOUT_S
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
@@ -61,16 +62,20 @@ def test_workload(
         thresholds=dict(spec.thresholds),
         timeout_s=TIMEOUT_S[tier],
     )
-    result = host.run(command)
-    log_tail = "\n".join(result.stderr.strip().splitlines()[-6:])
-    try:
-        doc = json.loads(result.stdout)
-    except json.JSONDecodeError:
-        timed_out = " (timed out)" if result.rc == 124 else ""
-        pytest.fail(
-            f"{workload} printed no JSON document (exit {result.rc}{timed_out}); "
-            f"last log lines:\n{log_tail}"
-        )
+    docs: list[dict[str, Any]] = []
+    # More fresh processes only while a speed verdict is at stake (validation.processes).
+    while len(docs) < PROCESSES[tier] and (not docs or speed_at_stake(docs[0])):
+        result = host.run(command)
+        log_tail = "\n".join(result.stderr.strip().splitlines()[-6:])
+        try:
+            docs.append(json.loads(result.stdout))
+        except json.JSONDecodeError:
+            timed_out = " (timed out)" if result.rc == 124 else ""
+            pytest.fail(
+                f"{workload} process {len(docs) + 1} printed no JSON document (exit "
+                f"{result.rc}{timed_out}); last log lines:\n{log_tail}"
+            )
+    doc = merge_processes(docs)
     run_state.workloads.append(doc)
     verdict = doc.get("verdict") or {}
     status, reason = verdict.get("status"), verdict.get("reason", "")

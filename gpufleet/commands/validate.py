@@ -6,7 +6,8 @@ Example::
     gpufleet validate @local --tier quick
 
 Exit status: 0 every host passed, 1 a check failed somewhere, 2 validation could not run on
-some host (bad inventory, unreachable host, the suite broke) or the inventory is unusable.
+some host (bad inventory, unreachable host, the suite broke) or the inventory is unusable,
+3 nothing failed but some host is "unproven" (a speed check was inconclusive).
 """
 
 from __future__ import annotations

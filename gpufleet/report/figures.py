@@ -41,6 +41,9 @@ class Rule:
     threshold_key: str | None = None  # may use "{1}" too
     higher_is_better: bool = True
     check: str | None = None  # the workload check judging it, when not named as the metric
+    # False for a figure that restates another one's measurement (TFLOPS beside fraction of
+    # peak): regressions compare each measurement once.
+    compared: bool = True
 
 
 # Per workload; metrics that match no rule (losses, errors, CI bounds) are not headline figures.
@@ -53,7 +56,13 @@ RULES: dict[str, tuple[Rule, ...]] = {
             "all_gpus",
             "mirrored_scaling_efficiency_min",
         ),
-        Rule("throughput_ratio", "speedup", "all_gpus", check="scaling_efficiency"),
+        Rule(
+            "throughput_ratio",
+            "speedup",
+            "all_gpus",
+            check="scaling_efficiency",
+            compared=False,
+        ),
     ),
     "mixed_precision": (
         Rule(
@@ -68,7 +77,13 @@ RULES: dict[str, tuple[Rule, ...]] = {
     ),
     "xla": (Rule("speedup", "speedup", "jit_compile", "xla_speedup_min"),),
     "gemm": (
-        Rule(r"(fp32|tf32|fp16|bf16)_tflops", "throughput", "{1}", check="{1}_fraction_of_peak"),
+        Rule(
+            r"(fp32|tf32|fp16|bf16)_tflops",
+            "throughput",
+            "{1}",
+            check="{1}_fraction_of_peak",
+            compared=False,
+        ),
         Rule(
             r"(fp32|tf32|fp16|bf16)_fraction_of_peak",
             "fraction_of_peak",
@@ -110,6 +125,7 @@ class Figure:
     # The status of the workload's check that judged this figure ("not_applicable" on a
     # host without a GPU, where the figure is measured but means nothing), or None.
     status: str | None = None
+    compared: bool = True  # False: restates another figure's measurement (Rule.compared)
 
     @property
     def key(self) -> str:
@@ -205,6 +221,7 @@ def workload_figures(workload: Mapping[str, Any]) -> list[Figure]:
                     higher_is_better=rule.higher_is_better,
                     ci=_ci(metrics, metric),
                     status=_status(statuses, rule, match, name, metric),
+                    compared=rule.compared,
                 )
             )
             break

@@ -25,7 +25,9 @@ from gpufleet.report.schema import new_document, validate_results
 from gpufleet.text import redact_data
 from gpufleet.validate import baseline as baselines
 
-NOT_RUNS = frozenset({baselines.BASELINE_NAME, "drift.json", "latest.json", "state.json"})
+NOT_RUNS = frozenset(
+    {baselines.BASELINE_NAME, "baseline-quick.json", "drift.json", "latest.json", "state.json"}
+)
 # What reading a host's JSON file can raise: unreadable, not UTF-8 or not JSON (ValueError),
 # nested deeper than Python's recursion limit (RecursionError).
 UNREADABLE = (OSError, ValueError, RecursionError)
@@ -196,7 +198,11 @@ def load_host(
     report.drift = read_drift(folder / "drift.json")
     if report.baseline is not None:
         report.regressions = baselines.compare(
-            report.baseline, report.latest, margin=margin, margins=margins
+            report.baseline,
+            report.latest,
+            margin=margin,
+            margins=margins,
+            history=report.runs[:-1],
         )
     return report
 

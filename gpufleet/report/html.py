@@ -146,6 +146,7 @@ def render_html(fleet: Fleet, *, title: str = "gpufleet report") -> str:
     counts = {
         "hosts": len(hosts),
         "pass": sum(h["status"] == "pass" for h in hosts),
+        "unproven": sum(h["status"] == "unproven" for h in hosts),
         "fail": sum(h["status"] == "fail" for h in hosts),
         "error": sum(h["status"] == "error" for h in hosts),
         "regressions": sum(bool(h["regressions"]) for h in hosts),

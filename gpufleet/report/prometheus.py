@@ -120,7 +120,12 @@ def _run_families(doc: Mapping[str, Any], last_success: float | None) -> list[Fa
         "gpufleet_run_error", "1 when the last run could not complete (see the results JSON)."
     )
     error.add(bool(doc.get("run_error")))
-    return [info, success, last_run, last_ok, duration, error]
+    unproven = Family(
+        "gpufleet_run_unproven",
+        "1 when nothing failed but a check (a speed verdict) was inconclusive: not a pass.",
+    )
+    unproven.add(doc.get("status") == "unproven")
+    return [info, success, last_run, last_ok, duration, error, unproven]
 
 
 def _check_families(doc: Mapping[str, Any]) -> list[Family]:
@@ -251,23 +256,67 @@ def _reason(raw: str) -> str:
     return name
 
 
-def families(doc: Mapping[str, Any], *, last_success: float | None = None) -> list[Family]:
+REGRESSION_STATES = ("gathering", "ok", "regressed")
+
+
+def _regression_families(regression: Mapping[str, Any] | None) -> list[Family]:
+    """The host's state against its tier's baseline (validation.periodic fills it in)."""
+    if not regression:
+        return []
+    state = Family(
+        "gpufleet_regression_state",
+        "Against this tier's baseline: gathering (baseline runs still being collected), ok or "
+        "regressed; 1 for the state it is in.",
+    )
+    for candidate in REGRESSION_STATES:
+        state.add(candidate == regression.get("state"), state=candidate)
+    runs = Family("gpufleet_baseline_runs", "Runs in this tier's baseline, and how many it wants.")
+    runs.add(float(regression.get("runs", 0)), kind="have")
+    runs.add(float(regression.get("wanted", 0)), kind="wanted")
+    regressed = Family(
+        "gpufleet_figure_regressed", "1 when the figure regressed (or vanished) since the baseline."
+    )
+    cusum = Family(
+        "gpufleet_figure_regression_cusum",
+        "The figure's CUSUM of shortfalls against its baseline, in run-to-run sds.",
+    )
+    for key, figure in sorted((regression.get("figures") or {}).items()):
+        regressed.add(figure.get("status") == "regressed", figure=key)
+        if number(figure.get("statistic")) is not None:
+            cusum.add(float(figure["statistic"]), figure=key)
+    return [state, runs, regressed, cusum]
+
+
+def families(
+    doc: Mapping[str, Any],
+    *,
+    last_success: float | None = None,
+    regression: Mapping[str, Any] | None = None,
+) -> list[Family]:
     """The metric families of one results document (see :func:`render`)."""
     return [
         *_run_families(doc, last_success),
         *_check_families(doc),
         *_workload_families(doc),
         *_gpu_families(doc.get("gpu_health")),
+        *_regression_families(regression),
     ]
 
 
-def render(doc: Mapping[str, Any], *, last_success: float | None = None) -> str:
+def render(
+    doc: Mapping[str, Any],
+    *,
+    last_success: float | None = None,
+    regression: Mapping[str, Any] | None = None,
+) -> str:
     """The textfile for one results document.
 
     ``last_success`` is the previous last-success time, kept when this run did not pass
-    (read it with :func:`previous_last_success`).
+    (read it with :func:`previous_last_success`). ``regression`` is the host's state against
+    its tier's baseline: ``{"state", "runs", "wanted", "figures": {key: {"status",
+    "statistic"}}}``.
     """
-    return format_families(families(doc, last_success=last_success))
+    return format_families(families(doc, last_success=last_success, regression=regression))
 
 
 _LAST_SUCCESS_LINE = re.compile(rf"^{LAST_SUCCESS}(?:\{{\}})?\s+(\S+)\s*$", re.MULTILINE)

@@ -1,4 +1,4 @@
-"""The results JSON document: one per host per validation run (schema_version 1).
+"""The results JSON document: one per host per validation run (schema_version 2; 1 still read).
 
 Example document (abridged)::
 
@@ -18,11 +18,16 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
+# Version 2 added the run status "unproven"; version 1 documents (where an inconclusive check
+# left the run "pass") are still read and judged by the rule they were written with.
+READABLE_VERSIONS = (1, 2)
 # "inconclusive": a workload's speed verdict could not be told apart from noise (never a pass).
 CHECK_STATUSES = ("pass", "fail", "skipped", "error", "inconclusive")
 # "error": the run itself could not complete (host unreachable, suite crashed).
-RUN_STATUSES = ("pass", "fail", "error")
+# "unproven": nothing failed, but a check (a speed verdict) was inconclusive: not a pass, and
+# never a baseline.
+RUN_STATUSES = ("pass", "unproven", "fail", "error")
 TIERS = ("quick", "full")
 
 _TOP_LEVEL: dict[str, type | tuple[type, ...]] = {
@@ -56,12 +61,17 @@ def summarize(checks: Sequence[Mapping[str, Any]]) -> dict[str, int]:
     return counts
 
 
-def overall_status(checks: Sequence[Mapping[str, Any]], run_error: str | None) -> str:
-    """``error`` when the run broke, ``fail`` when any check failed or errored, else ``pass``."""
+def overall_status(
+    checks: Sequence[Mapping[str, Any]], run_error: str | None, version: int = SCHEMA_VERSION
+) -> str:
+    """``error`` when the run broke, ``fail`` when any check failed or errored, ``unproven``
+    when any was inconclusive (schema_version >= 2), else ``pass``."""
     if run_error:
         return "error"
     if any(c["status"] in ("fail", "error") for c in checks):
         return "fail"
+    if version >= 2 and any(c["status"] == "inconclusive" for c in checks):
+        return "unproven"
     return "pass"
 
 
@@ -118,10 +128,10 @@ def validate_results(doc: Any) -> None:
         if key not in doc:
             raise ResultsSchemaError(f"missing top-level key {key!r}")
         _check_type(key, doc[key], typ)
-    if doc["schema_version"] != SCHEMA_VERSION:
+    if doc["schema_version"] not in READABLE_VERSIONS:
         raise ResultsSchemaError(
             f"schema_version {doc['schema_version']} is not supported (this gpufleet reads "
-            f"{SCHEMA_VERSION}); use the gpufleet version that wrote it"
+            f"{', '.join(map(str, READABLE_VERSIONS))}); use the gpufleet version that wrote it"
         )
     if doc["tier"] not in TIERS:
         raise ResultsSchemaError(f"tier: {doc['tier']!r} is not one of {', '.join(TIERS)}")
@@ -137,10 +147,11 @@ def validate_results(doc: Any) -> None:
         raise ResultsSchemaError(
             f"summary {doc['summary']} does not match the checks ({summarize(doc['checks'])})"
         )
-    if doc["status"] != overall_status(doc["checks"], doc["run_error"]):
+    expected = overall_status(doc["checks"], doc["run_error"], doc["schema_version"])
+    if doc["status"] != expected:
         raise ResultsSchemaError(
             f"status {doc['status']!r} does not follow from the checks and run_error "
-            f"(expected {overall_status(doc['checks'], doc['run_error'])!r})"
+            f"(expected {expected!r})"
         )
     health = doc["gpu_health"]
     if health is not None:

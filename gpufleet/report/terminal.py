@@ -17,6 +17,7 @@ STATUS_STYLES = {
     "error": "bold magenta",
     "skipped": "dim",
     "inconclusive": "yellow",
+    "unproven": "bold yellow",  # a run whose speed checks were inconclusive: not a pass
 }
 # A run against its host's baseline (gpufleet.validate.baseline), as `gpufleet validate` notes it.
 BASELINE_STYLES = {"new": "cyan", "ok": "green", "regressed": "yellow", "error": "magenta"}

@@ -1,13 +1,15 @@
-"""Baselines: a host's first passing full validation, and the regressions of later runs against it.
+"""Baselines: a host's figures over several qualifying runs per tier, and regressions against them.
 
-A speed-up, throughput or efficiency that fell by more than a margin (10 % unless told
-otherwise) since the baseline is a regression, even when it still clears its absolute
-threshold: a host that slowed from 3.1x to 2.2x mixed precision speed-up passes a 1.3x floor
-and is still worth a look.
+A host's baseline for a tier holds the headline figures of its first qualifying runs (five
+for the full tier, gathered at acceptance by running ``gpufleet validate --tier full`` five
+times; twenty for the quick tier, which the host's periodic runs gather by themselves). A
+later figure is judged with ``regression_verdict``: against the level and run-to-run spread of
+those runs, by a CUSUM over the runs since, not by a fixed cut. A run qualifies when it passed
+outright: an ``unproven`` run (a speed check inconclusive) never becomes a baseline.
 
 Example::
 
-    path = record_run(Path("results"), document)      # writes results/<host>/baseline.json once
+    path = record_run(Path("results"), document)    # results/<host>/baseline.json, 1 of 5 runs
     for regression in compare(load_baseline(path), later_document):
         print(regression.message)
 
@@ -20,17 +22,29 @@ import json
 import os
 import re
 import tempfile
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from gpufleet.report.figures import Figure, figures_of
+from gpufleet.report.figures import figures_of
 from gpufleet.report.schema import ResultsSchemaError, validate_results
+from gpufleet.validate.regression import (
+    DETECT_DROP,
+    INCONCLUSIVE,
+    OK,
+    REGRESSED,
+    RegressionVerdict,
+    regression_verdict,
+)
 
-BASELINE_NAME = "baseline.json"
+__all__ = ["INCONCLUSIVE", "OK", "REGRESSED", "RegressionVerdict", "regression_verdict"]
+
+BASELINE_NAME = "baseline.json"  # the full tier's; the quick tier's is baseline-quick.json
 HOST_BASELINE_PATH = "/var/lib/gpufleet/baseline.json"
-DEFAULT_MARGIN = 0.10
+BASELINE_VERSION = 2
+RUNS_WANTED = {"full": 5, "quick": 20}
+DEFAULT_MARGIN = DETECT_DROP  # the drop the detector is tuned to catch (10 %)
 # Figures compared as a difference rather than a ratio: a slowdown near 0 (0.02 -> 0.04)
 # doubles without meaning anything; a rise of more than the margin in absolute terms does.
 ABSOLUTE_KINDS = frozenset({"slowdown"})
@@ -42,35 +56,29 @@ class BaselineError(ValueError):
 
 @dataclass(frozen=True)
 class Regression:
-    """One figure that fell (or, for slowdowns, rose) beyond its margin since the baseline."""
+    """One figure that regressed (or vanished) against the host's baseline runs."""
 
     host: str
     key: str
     kind: str
-    baseline: float
-    current: float
-    change: float  # relative change (-0.18 = fell 18 %); absolute for slowdowns
+    baseline: float | None  # mean over the baseline's runs
+    current: float | None  # None: the figure is missing or not finite now
+    change: float | None  # relative change (-0.18 = fell 18 %); absolute for slowdowns
     margin: float
     threshold: float | None
     meets_threshold: bool | None
     baseline_run_id: str
     run_id: str
+    reason: str = ""
 
     @property
     def message(self) -> str:
-        """``xla/speedup fell 18 % since the baseline (1.42 -> 1.16); still meets 1.1``."""
-        if self.kind in ABSOLUTE_KINDS:
-            moved = f"rose by {self.change:+.3g}"
-        else:
-            moved = f"fell {abs(self.change) * 100:.0f} %"
+        """``xla/speedup regressed: speedup 1.16, -18.0 % against the baseline level (...)``."""
         threshold = ""
         if self.meets_threshold is not None:
             side = "still meets" if self.meets_threshold else "also misses"
             threshold = f"; {side} its threshold {self.threshold:g}"
-        return (
-            f"{self.key} {moved} since the baseline ({self.baseline:.3g} -> "
-            f"{self.current:.3g}, margin {self.margin:.0%}){threshold}"
-        )
+        return f"{self.key}: {self.reason}{threshold}"
 
     def to_dict(self) -> dict[str, Any]:
         return {**asdict(self), "message": self.message}
@@ -88,62 +96,132 @@ def safe_name(name: str) -> str:
     return "%2E" + escaped[1:] if escaped.startswith(".") else escaped or "%"
 
 
-def baseline_path(results_dir: str | Path, host: str) -> Path:
-    """``RESULTS_DIR/<host>/baseline.json``."""
-    return Path(results_dir) / safe_name(host) / BASELINE_NAME
+def baseline_path(results_dir: str | Path, host: str, tier: str = "full") -> Path:
+    """``RESULTS_DIR/<host>/baseline.json`` (full tier) or ``baseline-quick.json``."""
+    name = BASELINE_NAME if tier == "full" else f"baseline-{tier}.json"
+    return Path(results_dir) / safe_name(host) / name
 
 
 def qualifies(document: Mapping[str, Any]) -> bool:
-    """A run can be a baseline when it is a full-tier run that passed."""
-    return document.get("tier") == "full" and document.get("status") == "pass"
+    """A run can join a baseline when it passed outright: no inconclusive check, no error.
+
+    (A schema_version 1 document could say "pass" with an inconclusive check; it does not
+    qualify either.)
+    """
+    checks = document.get("checks") or ()
+    return (
+        document.get("tier") in RUNS_WANTED
+        and document.get("status") == "pass"
+        and not any(c.get("status") == "inconclusive" for c in checks if isinstance(c, Mapping))
+    )
+
+
+def run_figures(document: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
+    """The compared figures of a run: one per measurement, applicable ones only."""
+    return {
+        f.key: {
+            "value": f.value,
+            "kind": f.kind,
+            "higher_is_better": f.higher_is_better,
+            "threshold": f.threshold,
+        }
+        for f in figures_of(document)
+        if f.applicable and f.compared
+    }
+
+
+def _entry(document: Mapping[str, Any]) -> dict[str, Any]:
+    return {
+        "run_id": str(document.get("run_id", "")),
+        "started_at": str(document.get("started_at", "")),
+        "figures": run_figures(document),
+    }
+
+
+def new_baseline(host: str, tier: str) -> dict[str, Any]:
+    return {
+        "baseline_version": BASELINE_VERSION,
+        "host": host,
+        "tier": tier,
+        "wanted": RUNS_WANTED.get(tier, 5),
+        "runs": [],
+    }
+
+
+def complete(baseline: Mapping[str, Any]) -> bool:
+    """Whether the baseline holds the runs it wants (after that it no longer changes)."""
+    return len(baseline.get("runs") or ()) >= int(baseline.get("wanted", 5))
 
 
 def load_baseline(path: str | Path) -> dict[str, Any] | None:
-    """The baseline document at ``path``, or None when there is none yet."""
+    """The baseline at ``path``, or None when there is none yet.
+
+    A version-1 baseline (one results document) is read as a baseline of that one run.
+    """
     path = Path(path)
     try:
-        document = json.loads(path.read_text())
+        raw = json.loads(path.read_text())
     except FileNotFoundError:
         return None
     except (OSError, ValueError, RecursionError) as exc:  # also not UTF-8, nested too deep
         raise BaselineError(
-            f"baseline {path} is unreadable ({exc}); delete it and the next passing full "
-            "validation becomes the baseline"
+            f"baseline {path} is unreadable ({exc}); delete it and the next qualifying runs "
+            "rebuild it"
         ) from None
+    if isinstance(raw, dict) and raw.get("baseline_version") == BASELINE_VERSION:
+        runs = raw.get("runs")
+        if not isinstance(runs, list) or not all(isinstance(r, dict) for r in runs):
+            raise BaselineError(f"baseline {path}: 'runs' must be a list of objects")
+        return with_run_id(raw)
     try:
-        validate_results(document)
+        validate_results(raw)
     except ResultsSchemaError as exc:
-        raise BaselineError(f"baseline {path} is not a results document: {exc}") from None
-    return dict(document)
-
-
-def write_baseline(path: str | Path, document: Mapping[str, Any]) -> Path:
-    """Write ``document`` as the baseline at ``path`` (atomically); refuses one that can't be."""
-    if not qualifies(document):
         raise BaselineError(
-            f"run {document.get('run_id')} of {document.get('host')} is a "
-            f"{document.get('tier')} run with status {document.get('status')}; only a passing "
-            "full validation can be a baseline (gpufleet validate INVENTORY --tier full)"
-        )
+            f"baseline {path} is not a baseline or results document: {exc}"
+        ) from None
+    baseline = new_baseline(str(raw.get("host", "")), str(raw.get("tier", "full")))
+    baseline["runs"].append(_entry(raw))
+    return with_run_id(baseline)
+
+
+def with_run_id(baseline: dict[str, Any]) -> dict[str, Any]:
+    """``baseline`` with ``run_id``: its runs' ids, comma-separated (what reports show)."""
+    baseline["run_id"] = ",".join(str(r.get("run_id", "")) for r in baseline.get("runs") or ())
+    return baseline
+
+
+def write_baseline(path: str | Path, baseline: Mapping[str, Any]) -> Path:
+    """Write ``baseline`` at ``path`` atomically."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
     with os.fdopen(fd, "w") as handle:
-        handle.write(json.dumps(document, indent=2, default=str) + "\n")
+        handle.write(json.dumps(baseline, indent=2, default=str) + "\n")
     os.replace(tmp, path)
     return path
 
 
-def record_run(results_dir: str | Path, document: Mapping[str, Any]) -> Path | None:
-    """Make ``document`` its host's baseline if it qualifies and the host has none yet.
-
-    Returns the baseline's path when this run became it, else None. Call after every
-    ``gpufleet validate``; the first passing full run per host wins.
-    """
-    path = baseline_path(results_dir, str(document.get("host", "")))
-    if not qualifies(document) or load_baseline(path) is not None:
+def add_run(path: str | Path, document: Mapping[str, Any]) -> dict[str, Any] | None:
+    """Add ``document`` to the baseline at ``path`` if it qualifies and the baseline is still
+    gathering runs; returns the updated baseline, else None."""
+    if not qualifies(document):
         return None
-    return write_baseline(path, document)
+    tier = str(document.get("tier"))
+    baseline = load_baseline(path) or new_baseline(str(document.get("host", "")), tier)
+    if baseline.get("tier") != tier or complete(baseline):
+        return None
+    if any(r.get("run_id") == document.get("run_id") for r in baseline["runs"]):
+        return None
+    baseline["runs"].append(_entry(document))
+    write_baseline(path, {k: v for k, v in baseline.items() if k != "run_id"})
+    return with_run_id(baseline)
+
+
+def record_run(results_dir: str | Path, document: Mapping[str, Any]) -> Path | None:
+    """Add ``document`` to its host's baseline of its tier when it qualifies and that baseline
+    is still gathering runs. Returns the baseline's path when it did, else None."""
+    path = baseline_path(results_dir, str(document.get("host", "")), str(document.get("tier")))
+    return path if add_run(path, document) is not None else None
 
 
 def check_margin(margin: float) -> float:
@@ -155,16 +233,48 @@ def check_margin(margin: float) -> float:
     return float(margin)
 
 
-def _regressed(before: Figure, after: Figure, margin: float) -> tuple[bool, float]:
-    if before.kind in ABSOLUTE_KINDS:
-        change = after.value - before.value
-        worse = change if not before.higher_is_better else -change
-        return worse > margin, change
-    if before.value == 0:
-        return False, 0.0
-    change = (after.value - before.value) / abs(before.value)
-    worse = -change if before.higher_is_better else change
-    return worse > margin, change
+def _value(document: Mapping[str, Any], key: str) -> float | None:
+    return run_figures(document).get(key, {}).get("value")
+
+
+def compare_history(
+    baseline: Mapping[str, Any],
+    documents: Sequence[Mapping[str, Any]],
+    *,
+    margin: float = DEFAULT_MARGIN,
+    margins: Mapping[str, float] | None = None,
+) -> dict[str, RegressionVerdict]:
+    """Per baseline figure, its regression verdict over ``documents`` (oldest first: the runs
+    of the baseline's tier since it was gathered). Each measurement is compared once."""
+    margin = check_margin(margin)
+    per_key = {key: check_margin(value) for key, value in (margins or {}).items()}
+    taken = {str(r.get("run_id")) for r in baseline.get("runs") or ()}
+    later = [
+        d
+        for d in documents
+        if d.get("tier") == baseline.get("tier")
+        and str(d.get("run_id")) not in taken
+        and d.get("status") != "error"
+    ]
+    if not later:
+        return {}
+    runs = baseline.get("runs") or ()
+    keys: dict[str, dict[str, Any]] = {}
+    for run in runs:
+        for key, figure in (run.get("figures") or {}).items():
+            keys.setdefault(key, figure)
+    verdicts = {}
+    for key, figure in keys.items():
+        values = [(r.get("figures") or {}).get(key, {}).get("value") for r in runs]
+        verdicts[key] = regression_verdict(
+            values,
+            [_value(d, key) for d in later],
+            higher_is_better=bool(figure.get("higher_is_better", True)),
+            absolute=figure.get("kind") in ABSOLUTE_KINDS,
+            drop=per_key.get(key, margin),
+            what=key.split("/", 1)[-1],
+        )
+    return verdicts
 
 
 def compare(
@@ -173,41 +283,55 @@ def compare(
     *,
     margin: float = DEFAULT_MARGIN,
     margins: Mapping[str, float] | None = None,
+    history: Sequence[Mapping[str, Any]] = (),
 ) -> list[Regression]:
-    """The figures of ``document`` that regressed against ``baseline`` beyond their margin.
+    """The figures of ``document`` that regressed against ``baseline`` (or vanished from it).
 
-    ``margins`` overrides the margin per figure key (``{"xla/speedup": 0.2}``). Only runs of
-    the baseline's tier are compared (quick runs use smaller sizes, so their figures differ),
-    and only figures that apply on both sides (a no-GPU "not applicable" figure is noise).
+    ``baseline`` is a baseline (load_baseline) or, for old callers, a results document.
+    ``history`` holds the earlier runs since the baseline (oldest first) for the CUSUM;
+    ``margin`` is the drop the detector is tuned to catch (``margins`` per figure key). Only
+    runs of the baseline's tier are compared, and nothing while the baseline is gathering runs.
     """
-    margin = check_margin(margin)
-    per_key = {key: check_margin(value) for key, value in (margins or {}).items()}
-    if document.get("tier") != baseline.get("tier") or document.get("run_id") == baseline.get(
-        "run_id"
-    ):
+    if baseline.get("baseline_version") != BASELINE_VERSION:
+        converted = new_baseline(str(baseline.get("host", "")), str(baseline.get("tier", "")))
+        converted["runs"].append(_entry(baseline))
+        baseline = converted
+    if document.get("tier") != baseline.get("tier"):
         return []
-    before = {f.key: f for f in figures_of(baseline) if f.applicable}
+    verdicts = compare_history(
+        baseline, [*history, document], margin=check_margin(margin), margins=margins
+    )
+    now = {f.key: f for f in figures_of(document)}
     found = []
-    for after in figures_of(document):
-        base = before.get(after.key)
-        if base is None or not after.applicable:
+    for key, verdict in verdicts.items():
+        if verdict.status != REGRESSED:
             continue
-        allowed = per_key.get(after.key, margin)
-        regressed, change = _regressed(base, after, allowed)
-        if regressed:
-            found.append(
-                Regression(
-                    host=str(document.get("host", "")),
-                    key=after.key,
-                    kind=after.kind,
-                    baseline=base.value,
-                    current=after.value,
-                    change=change,
-                    margin=allowed,
-                    threshold=after.threshold,
-                    meets_threshold=after.meets_threshold,
-                    baseline_run_id=str(baseline.get("run_id", "")),
-                    run_id=str(document.get("run_id", "")),
-                )
+        runs = baseline.get("runs") or ()
+        values = [(r.get("figures") or {}).get(key, {}).get("value") for r in runs]
+        values = [v for v in values if isinstance(v, int | float)]
+        figure = now.get(key)
+        kind = next(
+            (
+                (r.get("figures") or {}).get(key, {}).get("kind")
+                for r in runs
+                if key in r.get("figures", {})
+            ),
+            "",
+        )
+        found.append(
+            Regression(
+                host=str(document.get("host", "")),
+                key=key,
+                kind=str(kind),
+                baseline=sum(values) / len(values) if values else None,
+                current=figure.value if figure and figure.applicable else None,
+                change=verdict.change,
+                margin=(margins or {}).get(key, margin),
+                threshold=figure.threshold if figure else None,
+                meets_threshold=figure.meets_threshold if figure else None,
+                baseline_run_id=",".join(str(r.get("run_id", "")) for r in runs),
+                run_id=str(document.get("run_id", "")),
+                reason=verdict.reason,
             )
+        )
     return found

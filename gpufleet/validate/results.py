@@ -62,7 +62,26 @@ def merge_junit(runs: Sequence[HostRun], out: Path) -> None:
         hostspec = hostspec_for(run.host, run.alias)
         for case in suites[0].iter("testcase"):
             case.set("name", case.get("name", "").replace(hostspec, run.host.name))
-        run_error = (run.document or {}).get("run_error")
+        document = run.document or {}
+        run_error = document.get("run_error")
+        if document.get("status"):
+            properties = suites[0].find("properties")
+            if properties is None:
+                properties = ET.Element("properties")
+                suites[0].insert(0, properties)
+            ET.SubElement(properties, "property", name="gpufleet_status", value=document["status"])
+        if document.get("status") == "unproven":
+            # Not a pass: CI reading the JUnit sees it as a failure, as the exit status (3) says.
+            suite = suites[0]
+            why = "; ".join(
+                f"{c.get('name')}: {c.get('message', '')}"
+                for c in document.get("checks") or ()
+                if c.get("status") == "inconclusive"
+            )
+            case = ET.SubElement(suite, "testcase", classname="gpufleet", name="unproven")
+            ET.SubElement(case, "failure", type="unproven", message=f"unproven: {why}"[:500])
+            suite.set("tests", str(int(suite.get("tests", "0")) + 1))
+            suite.set("failures", str(int(suite.get("failures", "0")) + 1))
         if run_error:
             suite = suites[0]
             case = ET.SubElement(suite, "testcase", classname="gpufleet", name="run")
@@ -97,27 +116,51 @@ def write_results(runs: Sequence[HostRun], results_dir: Path, run_id: str) -> li
     return paths
 
 
-def baseline_notes(results_dir: Path, documents: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Record each host's baseline (its first passing full run, ``baseline``) and compare
-    the other runs with it: per document, ``{"state", "lines"}`` for the terminal table.
+def _history(results_dir: Path, doc: dict[str, Any]) -> list[dict[str, Any]]:
+    """The host's earlier results documents of ``doc``'s tier, oldest first (for the CUSUM)."""
+    from gpufleet.report.schema import ResultsSchemaError, validate_results
 
-    ``state`` is "new" (this run became the baseline), "regressed", "ok" (compared, nothing
-    regressed), "none" (no baseline yet, or another tier: nothing to compare) or "error".
+    earlier = []
+    for path in (results_dir / safe_name(str(doc.get("host", "")))).glob("*.json"):
+        if path.name.startswith(("baseline", ".")):
+            continue
+        try:
+            other = json.loads(path.read_text())
+            validate_results(other)
+        except (OSError, ValueError, ResultsSchemaError):
+            continue
+        if other.get("tier") == doc.get("tier") and other.get("run_id") != doc.get("run_id"):
+            earlier.append(other)
+    earlier.sort(key=lambda d: (str(d.get("started_at") or ""), str(d.get("run_id") or "")))
+    return [d for d in earlier if str(d.get("started_at") or "") <= str(doc.get("started_at"))]
+
+
+def baseline_notes(results_dir: Path, documents: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Add qualifying runs to each host's baseline of their tier (gpufleet.validate.baseline)
+    and compare the other runs with it: per document, ``{"state", "lines"}`` for the table.
+
+    ``state`` is "new" (this run joined the baseline), "regressed", "ok" (compared, nothing
+    regressed), "none" (no complete baseline yet: nothing to compare) or "error".
     """
     notes = []
     for doc in documents:
         try:
-            if baseline.record_run(results_dir, doc) is not None:
-                notes.append({"state": "new", "lines": [f"run {doc['run_id']} is the baseline"]})
+            path = baseline.record_run(results_dir, doc)
+            if path is not None:
+                base = baseline.load_baseline(path) or {}
+                have, wanted = len(base.get("runs") or ()), base.get("wanted")
+                line = f"run {doc['run_id']} joins the {doc['tier']} baseline ({have} of {wanted})"
+                notes.append({"state": "new", "lines": [line]})
                 continue
-            base = baseline.load_baseline(baseline.baseline_path(results_dir, doc["host"]))
+            tier = str(doc.get("tier"))
+            found = baseline.load_baseline(baseline.baseline_path(results_dir, doc["host"], tier))
         except baseline.BaselineError as exc:
             notes.append({"state": "error", "lines": [str(exc)]})
             continue
-        if base is None or base.get("tier") != doc.get("tier") or doc["status"] == "error":
+        if found is None or not baseline.complete(found) or doc["status"] == "error":
             notes.append({"state": "none", "lines": []})
             continue
-        regressions = baseline.compare(base, doc)
+        regressions = baseline.compare(found, doc, history=_history(results_dir, doc))
         notes.append(
             {
                 "state": "regressed" if regressions else "ok",
@@ -127,10 +170,14 @@ def baseline_notes(results_dir: Path, documents: Sequence[dict[str, Any]]) -> li
     return notes
 
 
+# Exit status per run status, worst first: a host that could not be validated (2), a failed
+# check (1), a host whose speed checks were inconclusive ("unproven", 3), all passed (0).
+EXIT_STATUS = {"error": 2, "fail": 1, "unproven": 3, "pass": 0}
+
+
 def exit_status(documents: Sequence[dict[str, Any]]) -> int:
-    """2 if any host could not be validated, else 1 if any failed, else 0."""
-    if any(doc["status"] == "error" for doc in documents):
-        return 2
-    if any(doc["status"] == "fail" for doc in documents):
-        return 1
+    """2 if any host could not be validated, else 1 if any failed, else 3 if any is unproven."""
+    for status in EXIT_STATUS:
+        if any(doc["status"] == status for doc in documents):
+            return EXIT_STATUS[status]
     return 0

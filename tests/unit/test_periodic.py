@@ -245,9 +245,76 @@ def test_unknown_workload_is_refused_with_the_choices(tmp_path: Path, replay: Pa
 
 
 def test_old_results_are_pruned(tmp_path: Path, replay: Path) -> None:
+    results = tmp_path / "out" / "results"
+    results.mkdir(parents=True)
+    # Not the runner's own files (security audit 14): a shared results folder keeps them.
+    foreign = [results / "baseline.json", results / "inventory.json", results / "0-notes.json"]
+    for path in foreign:
+        path.write_text("{}")
     for _ in range(3):
         run(tmp_path, replay, "--workloads", "xla", "--keep", "2")
-    assert len(list((tmp_path / "out" / "results").glob("*.json"))) == 2
+    own = [p for p in results.glob("*.json") if p not in foreign]
+    assert len(own) == 2
+    assert all(path.exists() for path in foreign)
+
+
+def test_periodic_runs_gather_their_tier_baseline_then_publish_regressions(
+    tmp_path: Path, replay: Path
+) -> None:
+    from gpufleet.validate.baseline import RUNS_WANTED
+    from validation.periodic_baseline import regression_state
+
+    out = tmp_path / "out"
+    results = out / "results"
+    (out / "results").mkdir(parents=True)
+    gpu = [w for w in ff_gpu_workloads() if w["workload"] == "xla"]
+    # The recorded CPU documents have no applicable figure; stand-in GPU documents do.
+    for hour in range(RUNS_WANTED["quick"]):
+        doc = ff_document(hour, gpu, xla=1.42 * (1 + 0.01 * ((hour % 3) - 1)))
+        state = regression_state(doc, out, results)
+        (results / f"{doc['run_id']}.json").write_text(json.dumps(doc))
+    assert state["state"] == "ok" and state["runs"] == RUNS_WANTED["quick"]
+    assert (out / "baseline-quick.json").is_file() and not (out / "baseline.json").exists()
+    for hour in range(30, 33):
+        doc = ff_document(hour, gpu, xla=1.42 * 0.85)  # a sustained 15 % drop
+        (results / f"{doc['run_id']}.json").write_text(json.dumps(doc))
+        state = regression_state(doc, out, results)
+    assert state["state"] == "regressed"
+    assert state["figures"]["xla/speedup"]["status"] == "regressed"
+    from gpufleet.report import prometheus
+
+    text = prometheus.render(doc, regression=state)
+    families = {f.name: f.samples for f in text_string_to_metric_families(text)}
+    states = {s.labels["state"]: s.value for s in families["gpufleet_regression_state"]}
+    assert states == {"gathering": 0.0, "ok": 0.0, "regressed": 1.0}
+    (flag,) = families["gpufleet_figure_regressed"]
+    assert flag.labels == {"figure": "xla/speedup"} and flag.value == 1.0
+
+
+def test_the_textfile_shows_a_gathering_baseline(tmp_path: Path, replay: Path) -> None:
+    assert run(tmp_path, replay, "--workloads", "xla") == 0
+    families = parse_prom(tmp_path / "prom" / "gpufleet.prom")
+    states = {s.labels["state"]: s.value for s in families["gpufleet_regression_state"]}
+    assert states["gathering"] == 1.0
+    state = json.loads((tmp_path / "out" / "state.json").read_text())
+    assert state["regression"]["state"] == "gathering"
+
+
+def ff_gpu_workloads() -> list[dict]:
+    from tests.unit import fleet_factory as ff
+
+    return ff.gpu_workloads()
+
+
+def ff_document(hour: int, workloads: list[dict], *, xla: float) -> dict:
+    from tests.unit import fleet_factory as ff
+
+    work = json.loads(json.dumps(workloads))
+    work[0]["metrics"]["speedup"] = xla
+    day, hour = 1 + hour // 24, hour % 24
+    doc = ff.document("gpu-a", started_at=ff.when(day, hour), workloads=work, tier="quick")
+    # periodic's own file names: <UTC time>-<6 hex>
+    return {**doc, "run_id": doc["run_id"][:16] + f"-{hour:06x}"}
 
 
 @pytest.mark.workload

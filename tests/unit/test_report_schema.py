@@ -55,10 +55,18 @@ def test_new_document_is_valid_and_json_round_trips():
     doc = document()
     validate_results(doc)
     validate_results(json.loads(json.dumps(doc)))
-    assert doc["schema_version"] == 1
+    assert doc["schema_version"] == 2
     assert doc["summary"] == {"pass": 1, "fail": 0, "skipped": 1, "error": 0, "inconclusive": 1}
-    # Inconclusive is not a pass, but it does not fail the host either.
-    assert doc["status"] == "pass"
+    # Inconclusive is not a pass, and it does not fail the host either: the host is unproven.
+    assert doc["status"] == "unproven"
+
+
+def test_version_1_documents_are_still_read_by_their_own_rule():
+    doc = document()
+    old = {**doc, "schema_version": 1, "status": "pass"}
+    validate_results(old)  # version 1: an inconclusive check left the run "pass"
+    with pytest.raises(ResultsSchemaError, match="expected 'unproven'"):
+        validate_results({**doc, "status": "pass"})
 
 
 def test_status_derivation():
@@ -74,7 +82,7 @@ def test_status_derivation():
     ("mutate", "message"),
     [
         (lambda d: d.pop("run_id"), "missing top-level key 'run_id'"),
-        (lambda d: d.update(schema_version=2), "schema_version 2 is not supported"),
+        (lambda d: d.update(schema_version=3), "schema_version 3 is not supported"),
         (lambda d: d.update(tier="medium"), "tier: 'medium' is not one of quick, full"),
         (lambda d: d["checks"][0].update(status="ok"), r"checks\[0\].status: 'ok' is not one of"),
         (lambda d: d["checks"][1].pop("message"), r"checks\[1\]: missing 'message'"),

@@ -42,7 +42,9 @@ def test_credentials_in_every_url_key_are_printed_and_written_nowhere(tmp_path, 
     assert code == 2  # ftp:// is refused by the spec, with the value quoted in the message
     validate_out = capsys.readouterr()
     assert_no_secret(validate_out.out + validate_out.err, "validate's output")
-    (path,) = results.glob("@local/*.json")
+    (path,) = (p for p in results.glob("@local/*.json") if not p.name.startswith("baseline"))
+    for written in results.rglob("*.json"):  # the run's document and any baseline it joined
+        assert_no_secret(written.read_text(), str(written.relative_to(results)))
     document = json.loads(path.read_text())
     assert (
         "nvidia_repo_url" in document["run_error"]
@@ -109,7 +111,9 @@ def test_credentials_accepted_urls_leave_no_trace_in_a_real_local_run(tmp_path, 
         [str(inventory), "--results-dir", str(results), "--junit-xml", str(junit), *select]
     )
     out = capsys.readouterr()
-    (path,) = results.glob("@local/*.json")
+    (path,) = (p for p in results.glob("@local/*.json") if not p.name.startswith("baseline"))
+    for written in results.rglob("*.json"):  # the run's document and any baseline it joined
+        assert_no_secret(written.read_text(), str(written.relative_to(results)))
     document = json.loads(path.read_text())
     assert code in (0, 1) and document["checks"], (code, document["run_error"])
     assert_no_secret(out.out + out.err, "validate's output")

@@ -10,7 +10,7 @@ import pytest
 
 from gpufleet.commands import validate as validate_cmd
 from gpufleet.inventory import InventoryError, host_from_dict, parse_debug_inventory
-from gpufleet.report.schema import new_document, validate_results
+from gpufleet.report.schema import new_document, summarize, validate_results
 from gpufleet.validate import results, runner
 from gpufleet.validate.hostrun import HostRun
 from gpufleet.validate.ssh import host_block, hostspec_for, ssh_config_text
@@ -43,7 +43,10 @@ def doc(status_of_checks=(), run_error=None):
 
 
 def test_exit_status():
-    assert results.exit_status([doc(["pass", "skipped", "inconclusive"])]) == 0
+    assert results.exit_status([doc(["pass", "skipped"])]) == 0
+    # Unproven (a speed check inconclusive) is not a pass: its own exit status, 3.
+    assert results.exit_status([doc(["pass", "skipped", "inconclusive"])]) == 3
+    assert results.exit_status([doc(["inconclusive"]), doc(["fail"])]) == 1
     assert results.exit_status([doc(["pass"]), doc(["fail"])]) == 1
     assert results.exit_status([doc(["fail"]), doc(run_error="unreachable")]) == 2
     assert results.exit_status([doc(["error"])]) == 1
@@ -70,7 +73,7 @@ def test_bad_inventory_data_exits_2_and_is_recorded(tmp_path):
         [str(inventory), "--results-dir", str(results), "--junit-xml", str(junit)]
     )
     assert code == 2
-    (path,) = results.glob("@local/*.json")
+    (path,) = [p for p in results.glob("@local/*.json") if not p.name.startswith("baseline")]
     document = json.loads(path.read_text())
     validate_results(document)
     assert document["status"] == "error" and "Did you mean 'tf_version'" in document["run_error"]
@@ -95,7 +98,7 @@ def test_local_run_end_to_end(tmp_path, capsys):
         ]
     )
     out = capsys.readouterr().out
-    (path,) = results.glob("@local/*.json")
+    (path,) = [p for p in results.glob("@local/*.json") if not p.name.startswith("baseline")]
     document = json.loads(path.read_text())
     validate_results(document)
     names = [c["name"] for c in document["checks"]]
@@ -174,30 +177,57 @@ def test_baselines_are_recorded_and_later_runs_compared(tmp_path):
     from rich.console import Console
 
     from gpufleet.report.terminal import print_report
-    from gpufleet.validate.baseline import baseline_path
+    from gpufleet.validate.baseline import RUNS_WANTED, baseline_path, load_baseline
     from tests.unit import fleet_factory as ff
 
-    first = ff.document("gpu-a", started_at=ff.when(1), workloads=ff.gpu_workloads())
+    # Acceptance: five passing full runs gather the baseline (run-to-run jitter ~1.5 %).
+    jitter = (1.0, 1.015, 0.985, 1.02, 0.98)
+    gathering = [
+        ff.document("gpu-a", started_at=ff.when(1, hour), workloads=ff.gpu_workloads(scale))
+        for hour, scale in enumerate(jitter)
+    ]
     quick = ff.document("gpu-b", started_at=ff.when(1), workloads=ff.gpu_workloads(), tier="quick")
-    notes = results.baseline_notes(tmp_path, [first, quick])
-    assert [n["state"] for n in notes] == ["new", "none"]  # a quick run is never a baseline
-    assert baseline_path(tmp_path, "gpu-a").is_file()
+    notes = results.baseline_notes(tmp_path, [*gathering, quick])
+    assert [n["state"] for n in notes] == ["new"] * 5 + ["new"]
+    assert "(5 of 5)" in notes[4]["lines"][0]
+    # A quick run gathers the quick tier's own baseline, which wants more runs.
+    assert f"(1 of {RUNS_WANTED['quick']})" in notes[5]["lines"][0]
+    assert baseline_path(tmp_path, "gpu-b", "quick").is_file()
     assert not baseline_path(tmp_path, "gpu-b").exists()
+    for doc in gathering:
+        ff.write(tmp_path, doc)
 
     slower = ff.document("gpu-a", started_at=ff.when(2), workloads=ff.gpu_workloads(scale=0.7))
     same = ff.document("gpu-a", started_at=ff.when(3), workloads=ff.gpu_workloads())
     notes = results.baseline_notes(tmp_path, [slower, same])
     assert notes[0]["state"] == "regressed"
-    assert any("fell 30 %" in line for line in notes[0]["lines"]), notes[0]["lines"]
+    assert any("30.0 % below the baseline level" in line for line in notes[0]["lines"])
     assert notes[1] == {"state": "ok", "lines": []}
-    # The first passing full run stays the baseline.
-    assert json.loads(baseline_path(tmp_path, "gpu-a").read_text())["run_id"] == first["run_id"]
+    # The baseline is complete: later runs no longer join it.
+    stored = load_baseline(baseline_path(tmp_path, "gpu-a"))
+    assert stored is not None
+    assert [r["run_id"] for r in stored["runs"]] == [d["run_id"] for d in gathering]
 
     console = Console(width=200, record=True)
     print_report([{**slower, "_baseline": notes[0]}, {**same, "_baseline": notes[1]}], console)
     text = console.export_text()
     assert f"{len(notes[0]['lines'])} regressed" in text
-    assert "fell 30 %" in text
+    assert "30.0 % below" in text
+
+
+def test_an_unproven_run_never_joins_a_baseline(tmp_path):
+    from gpufleet.validate.baseline import baseline_path, qualifies
+    from tests.unit import fleet_factory as ff
+
+    doc = ff.document("gpu-a", started_at=ff.when(1), workloads=ff.gpu_workloads())
+    doc["checks"][-1]["status"] = "inconclusive"
+    doc = {**doc, "status": "unproven", "summary": summarize(doc["checks"])}
+    validate_results(doc)
+    assert not qualifies(doc)
+    assert results.baseline_notes(tmp_path, [doc]) == [{"state": "none", "lines": []}]
+    assert not baseline_path(tmp_path, "gpu-a").exists()
+    # Nor does a version-1 document that called such a run "pass".
+    assert not qualifies({**doc, "schema_version": 1, "status": "pass"})
 
 
 def test_unreadable_baseline_is_reported_not_fatal(tmp_path):

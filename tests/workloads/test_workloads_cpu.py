@@ -107,8 +107,12 @@ def test_quick_tier_document(name: str) -> None:
     assert doc["gpu_utilization_reason"].startswith("no GPU")
     assert doc["checks"]
     for check in doc["checks"]:
-        assert set(check) == {"name", "kind", "status", "reason"}
+        assert set(check) - {"evidence"} == {"name", "kind", "status", "reason"}
         assert check["status"] in STATUSES and check["reason"]
+        if check["kind"] == "speed" and "evidence" in check:
+            # The raw pairs or samples, for the verdict over every process (validation.processes).
+            (run,) = check["evidence"]["runs"]
+            assert run and check["evidence"]["type"] in ("pairs", "samples")
     assert doc["verdict"]["status"] == "pass", doc["verdict"]
     assert seconds < 60, f"{name} --quick took {seconds:.1f} s"
 

@@ -9,7 +9,15 @@ from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field
 from typing import Any
 
-from validation.harness import Verdict
+from validation.harness import (
+    INCONCLUSIVE,
+    NOT_APPLICABLE,
+    ABResult,
+    HarnessError,
+    Verdict,
+    compare_ab,
+    judge_sample_runs,
+)
 from validation.nvml_sampler import NvmlSampler
 
 NO_GPU = "no GPU"
@@ -37,7 +45,7 @@ class Run:
     config: dict[str, Any] = field(default_factory=dict)
     measurements: dict[str, Any] = field(default_factory=dict)
     metrics: dict[str, Any] = field(default_factory=dict)
-    checks: list[dict[str, str]] = field(default_factory=list)
+    checks: list[dict[str, Any]] = field(default_factory=list)
     log: logging.Logger = field(init=False)
 
     def __post_init__(self) -> None:
@@ -53,8 +61,20 @@ class Run:
 
     @property
     def speed_not_applicable(self) -> str | None:
-        """The reason speed verdicts cannot be given here (no GPU), else None."""
-        return None if self.has_gpu else NO_GPU
+        """The reason speed verdicts cannot be given here (no GPU), else None.
+
+        The threshold ``speed_verdicts_without_gpu = 1`` judges CPU timings anyway: for testing
+        the verdict pipeline on GPU-less hosts only (the sandbox), never for a real verdict.
+        """
+        if self.has_gpu or self.thresholds.get("speed_verdicts_without_gpu"):
+            return None
+        return NO_GPU
+
+    @property
+    def between_run_sd(self) -> float | None:
+        """The host's between-process spread (threshold speed_between_run_sd), None: default."""
+        value = self.thresholds.get("speed_between_run_sd")
+        return float(value) if value else None
 
     @property
     def compute_devices(self) -> list[str]:
@@ -109,9 +129,103 @@ class Run:
 
         return log
 
-    def add_check(self, name: str, kind: str, verdict: Verdict) -> Verdict:
+    def add_check(
+        self, name: str, kind: str, verdict: Verdict, evidence: dict[str, Any] | None = None
+    ) -> Verdict:
+        """Record a check; ``evidence`` (raw pairs or samples) lets the suite and the periodic
+        runner judge the check again over every process (validation.processes)."""
         if kind not in CHECK_KINDS:
             raise WorkloadError(f"check kind {kind!r} is not one of {CHECK_KINDS}")
-        self.checks.append({"name": name, "kind": kind, **verdict.to_dict()})
+        entry: dict[str, Any] = {"name": name, "kind": kind, **verdict.to_dict()}
+        if evidence is not None:
+            entry["evidence"] = evidence
+        self.checks.append(entry)
         self.step("check", f"{name} {verdict.status}: {verdict.reason}")
         return verdict
+
+    def ab(
+        self,
+        check: str,
+        metric: str,
+        run_a: Callable[[], object],
+        run_b: Callable[[], object],
+        *,
+        threshold: float,
+        pairs: int,
+        device: str,
+        not_applicable: str | None = None,
+        invert: bool = False,
+    ) -> ABResult | None:
+        """compare_ab for one speed check: records the check, its pairs as evidence and the
+        speed-up as ``metric`` (``1/x - 1``, a slowdown, with ``invert``). A measurement the
+        harness refuses (HarnessError) becomes an inconclusive check with the reason."""
+        try:
+            result = compare_ab(
+                run_a,
+                run_b,
+                threshold=threshold,
+                pairs=pairs,
+                between_run_sd=self.between_run_sd,
+                not_applicable=not_applicable,
+                on_pair=self.log_pair(device),
+            )
+        except HarnessError as exc:
+            self.add_check(check, "speed", refused(exc, not_applicable))
+            return None
+        if result.estimate is not None:
+            record_metric(self.metrics, metric, result.estimate.to_dict(), invert=invert)
+        evidence: dict[str, Any] = {"type": "pairs", "metric": metric, "invert": invert}
+        evidence["threshold"] = threshold
+        evidence |= {"between_run_sd": self.between_run_sd, "runs": [result.pairs]}
+        self.add_check(check, "speed", result.verdict, evidence)
+        return result
+
+    def sample_check(
+        self,
+        check: str,
+        metric: str | None,
+        values: list[float],
+        *,
+        threshold: float,
+        what: str,
+        not_applicable: str | None = None,
+    ) -> Verdict:
+        """A positive figure repeated in this process (TFLOPS, GB/s), judged as judge_sample_runs
+        judges several processes; records the check with the values as evidence."""
+        try:
+            judged = judge_sample_runs(
+                [values],
+                threshold if not_applicable is None else 1.0,
+                what=what,
+                between_run_sd=self.between_run_sd,
+            )
+        except HarnessError as exc:
+            return self.add_check(check, "speed", refused(exc, not_applicable))
+        if metric and judged.estimate is not None:
+            record_metric(self.metrics, metric, judged.estimate.to_dict())
+        verdict = judged.verdict
+        if not_applicable is not None:
+            verdict = Verdict(NOT_APPLICABLE, not_applicable)
+        evidence: dict[str, Any] = {"type": "samples", "metric": metric, "what": what}
+        evidence["threshold"] = threshold
+        evidence |= {"between_run_sd": self.between_run_sd, "runs": [list(values)]}
+        return self.add_check(check, "speed", verdict, evidence)
+
+
+def refused(exc: HarnessError, not_applicable: str | None) -> Verdict:
+    """The verdict of a measurement the harness refused: inconclusive with the reason (still
+    not applicable where the check does not apply anyway)."""
+    if not_applicable is not None:
+        return Verdict(NOT_APPLICABLE, not_applicable)
+    return Verdict(INCONCLUSIVE, f"measurement refused: {exc}")
+
+
+def record_metric(
+    metrics: dict[str, Any], metric: str, estimate: dict[str, Any], *, invert: bool = False
+) -> None:
+    """``metric`` and ``metric_ci`` from an Estimate's dict; ``1/x - 1`` with ``invert``."""
+    value, low, high = estimate["median"], estimate["low"], estimate["high"]
+    if invert:
+        value, low, high = 1.0 / value - 1.0, 1.0 / high - 1.0, 1.0 / low - 1.0
+    metrics[metric] = value
+    metrics[f"{metric}_ci"] = [low, high]

@@ -18,7 +18,7 @@ from typing import Any
 
 import numpy as np
 
-from validation.harness import FAIL, PASS, Verdict, judge_samples
+from validation.harness import FAIL, PASS, Verdict
 from validation.thresholds import TOPOLOGY_KEY, load_thresholds_with_sources
 from validation.workloads._common import Run, _read_overrides, main
 from validation.workloads._topology import GpuTopology, host_topology
@@ -174,14 +174,14 @@ def body(run: Run) -> None:
             f"no all-reduce floor for {ranks}x {run.gpu_model} on topology {topology.name!r}: "
             "set allreduce_busbw_min_gbps in the inventory's thresholds"
         )
-    _, verdict = judge_samples(
-        largest["busbw_gbps"],
+    run.sample_check(
+        "busbw_floor",
+        "busbw_gbps_largest",
+        list(largest["busbw_gbps"]),
         threshold=floor,
         what=f"busbw GB/s at {largest['bytes']} B",
-        seed=run.args.seed,
         not_applicable=skip,
     )
-    run.add_check("busbw_floor", "speed", verdict)
 
 
 if __name__ == "__main__":

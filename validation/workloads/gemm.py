@@ -19,7 +19,7 @@ from typing import Any
 
 import numpy as np
 
-from validation.harness import FAIL, PASS, Verdict, judge_samples
+from validation.harness import FAIL, PASS, Verdict
 from validation.workloads._common import NO_GPU, Run, WorkloadError, main, not_applicable
 
 QUICK: dict[str, Any] = {"n": 256, "chain": 4, "repetitions": 3, "check_n": 128}
@@ -175,17 +175,14 @@ def body(run: Run) -> None:
             if skip is None and threshold <= 0:
                 skip = f"gemm_{name}_fraction_min is 0 (not asserted)"
             fractions = [t / peak for t in tflops] if peak else tflops
-            estimate, verdict = judge_samples(
+            run.sample_check(
+                f"{name}_fraction_of_peak",
+                f"{name}_fraction_of_peak" if peak else None,
                 fractions,
                 threshold=threshold,
                 what=f"{name} fraction of peak",
-                seed=run.args.seed,
                 not_applicable=skip,
             )
-            if peak:
-                run.metrics[f"{name}_fraction_of_peak"] = estimate.median
-                run.metrics[f"{name}_fraction_of_peak_ci"] = [estimate.low, estimate.high]
-            run.add_check(f"{name}_fraction_of_peak", "speed", verdict)
     finally:
         tf.config.experimental.enable_tensor_float_32_execution(tf32_default)
 

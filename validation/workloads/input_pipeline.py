@@ -21,8 +21,8 @@ from validation.harness import (
     FAIL,
     INCONCLUSIVE,
     PASS,
+    HarnessError,
     Verdict,
-    compare_ab,
     judge_samples,
     time_call,
 )
@@ -38,8 +38,7 @@ QUICK: dict[str, Any] = {
     "width": 128,
     "depth": 2,
     "steps": 8,
-    "min_pairs": 8,
-    "max_pairs": 12,
+    "pairs": 8,
 }
 QUICK_GPU: dict[str, Any] = {
     "samples": 2048,
@@ -49,8 +48,7 @@ QUICK_GPU: dict[str, Any] = {
     "width": 4096,
     "depth": 4,
     "steps": 32,
-    "min_pairs": 8,
-    "max_pairs": 12,
+    "pairs": 8,
 }
 FULL: dict[str, Any] = {
     "samples": 8192,
@@ -60,8 +58,7 @@ FULL: dict[str, Any] = {
     "width": 8192,
     "depth": 6,
     "steps": 64,
-    "min_pairs": 8,
-    "max_pairs": 24,
+    "pairs": 12,
 }
 CLASSES = 10
 
@@ -167,26 +164,27 @@ def body(run: Run) -> None:
         next(tuned_iter)
     naive_run = run.timed("naive", from_iterator(iter(pipelines["naive"])))
     naive_run()  # warm-up: the first batches pay for tracing the map function
-    naive_seconds = [time_call(naive_run) for _ in range(cfg["min_pairs"])]
+    naive_seconds = [time_call(naive_run) for _ in range(cfg["pairs"])]
     run.measurements["naive_seconds"] = naive_seconds
     finite = all(math.isfinite(from_memory()) for _ in range(2))
 
     max_slowdown = run.threshold("input_pipeline_max_slowdown")
     run.step("ab", f"in-memory vs tuned pipeline, {cfg['steps']} steps per repetition", device)
-    result = compare_ab(
+    result = run.ab(
+        "tuned_not_starving",
+        "tuned_slowdown",
         run.timed("in_memory", from_memory),
         run.timed("tuned", from_iterator(tuned_iter)),
         threshold=1.0 / (1.0 + max_slowdown),
-        min_pairs=cfg["min_pairs"],
-        max_pairs=cfg["max_pairs"],
-        seed=run.args.seed,
+        pairs=cfg["pairs"],
+        device=device,
         not_applicable=run.speed_not_applicable,
-        on_pair=run.log_pair(device),
+        invert=True,
     )
-    run.measurements["ab"] = result.to_dict()
-    in_memory_median = float(np.median(result.seconds_a))
-    run.metrics["tuned_slowdown"] = float(np.median(result.seconds_b)) / in_memory_median - 1.0
-    run.metrics["naive_slowdown"] = float(np.median(naive_seconds)) / in_memory_median - 1.0
+    if result is not None:
+        run.measurements["ab"] = result.to_dict()
+        in_memory_median = float(np.median(result.seconds_a))
+        run.metrics["naive_slowdown"] = float(np.median(naive_seconds)) / in_memory_median - 1.0
     run.add_check(
         "losses_finite",
         "correctness",
@@ -194,7 +192,6 @@ def body(run: Run) -> None:
             PASS if finite else FAIL, "training losses finite" if finite else "non-finite loss"
         ),
     )
-    run.add_check("tuned_not_starving", "speed", result.verdict)
 
     floor = run.threshold("input_pipeline_gpu_utilization_min")
     if not run.has_gpu:
@@ -205,9 +202,9 @@ def body(run: Run) -> None:
         run.add_check("gpu_busy_tuned", "utilization", Verdict(INCONCLUSIVE, f"no NVML: {why}"))
         return
     key = f"gpu{nvml_index(0)}"  # the GPU that TensorFlow trains on
-    samples = [
-        s.utilization_pct for s in run.sampler.samples() if s.phase == "tuned" and s.device == key
-    ]
+    # One reading per NVML averaging window, none from the window after the phase began:
+    # neighbouring 0.1 s readings repeat the same average and are not independent samples.
+    samples = [s.utilization_pct for s in run.sampler.thinned("tuned", key)]
     run.measurements["tuned_gpu_utilization_samples"] = samples
     if len(samples) < 3:
         run.add_check(
@@ -215,14 +212,16 @@ def body(run: Run) -> None:
             "utilization",
             Verdict(
                 INCONCLUSIVE,
-                f"only {len(samples)} NVML sample(s) of {key} while the tuned pipeline ran",
+                f"only {len(samples)} independent NVML sample(s) of {key} (one per "
+                f"{run.sampler.window_s:g} s) while the tuned pipeline ran",
             ),
         )
         return
     run.metrics["tuned_gpu_utilization_mean"] = float(np.mean(samples))
-    _, verdict = judge_samples(
-        samples, threshold=floor, what=f"{key} utilization % (median)", seed=run.args.seed
-    )
+    try:
+        _, verdict = judge_samples(samples, threshold=floor, what=f"{key} utilization % (median)")
+    except HarnessError as exc:
+        verdict = Verdict(INCONCLUSIVE, f"measurement refused: {exc}")
     run.add_check("gpu_busy_tuned", "utilization", verdict)
 
 

@@ -13,7 +13,7 @@ import math
 from collections.abc import Callable
 from typing import Any
 
-from validation.harness import FAIL, PASS, Verdict, compare_ab
+from validation.harness import FAIL, PASS, Verdict
 from validation.workloads._common import Run, main, not_applicable
 from validation.workloads._training import (
     mlp,
@@ -30,8 +30,7 @@ QUICK: dict[str, Any] = {
     "depth": 3,
     "steps": 4,
     "check_steps": 3,
-    "min_pairs": 8,
-    "max_pairs": 12,
+    "pairs": 8,
 }
 QUICK_GPU: dict[str, Any] = {
     "batch": 512,
@@ -40,8 +39,7 @@ QUICK_GPU: dict[str, Any] = {
     "depth": 3,
     "steps": 20,
     "check_steps": 3,
-    "min_pairs": 8,
-    "max_pairs": 12,
+    "pairs": 8,
 }
 FULL: dict[str, Any] = {
     "batch": 1024,
@@ -50,8 +48,7 @@ FULL: dict[str, Any] = {
     "depth": 4,
     "steps": 30,
     "check_steps": 5,
-    "min_pairs": 8,
-    "max_pairs": 24,
+    "pairs": 12,
 }
 # (policy, threshold key, minimum compute capability for its tensor cores; DESIGN.md)
 POLICIES = (
@@ -142,21 +139,18 @@ def body(run: Run) -> None:
             if skip is None and threshold <= 0:
                 skip = f"no speed-up floor for compute capability {run.compute_capability}"
             run.step("ab", f"float32 vs {policy}", device)
-            result = compare_ab(
+            result = run.ab(
+                f"{policy}_speedup",
+                f"{policy}_speedup",
                 run.timed("float32", repeat_steps(baseline, (x, y), cfg["steps"])),
                 run.timed(policy, repeat_steps(step, (x, y), cfg["steps"])),
                 threshold=threshold,
-                min_pairs=cfg["min_pairs"],
-                max_pairs=cfg["max_pairs"],
-                seed=run.args.seed,
+                pairs=cfg["pairs"],
+                device=device,
                 not_applicable=skip,
-                on_pair=run.log_pair(device),
             )
-            run.measurements[f"ab_{policy}"] = result.to_dict()
-            if result.estimate:
-                run.metrics[f"{policy}_speedup"] = result.estimate.median
-                run.metrics[f"{policy}_speedup_ci"] = [result.estimate.low, result.estimate.high]
-            run.add_check(f"{policy}_speedup", "speed", result.verdict)
+            if result is not None:
+                run.measurements[f"ab_{policy}"] = result.to_dict()
 
 
 if __name__ == "__main__":

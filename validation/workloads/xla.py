@@ -13,7 +13,7 @@ import math
 from collections.abc import Callable
 from typing import Any
 
-from validation.harness import FAIL, PASS, Verdict, compare_ab
+from validation.harness import FAIL, PASS, Verdict
 from validation.workloads._common import Run, main
 from validation.workloads._training import (
     mlp,
@@ -30,8 +30,7 @@ QUICK: dict[str, Any] = {
     "depth": 3,
     "steps": 5,
     "check_steps": 3,
-    "min_pairs": 8,
-    "max_pairs": 12,
+    "pairs": 8,
 }
 QUICK_GPU: dict[str, Any] = {
     "batch": 256,
@@ -40,8 +39,7 @@ QUICK_GPU: dict[str, Any] = {
     "depth": 4,
     "steps": 20,
     "check_steps": 3,
-    "min_pairs": 8,
-    "max_pairs": 12,
+    "pairs": 8,
 }
 FULL: dict[str, Any] = {
     "batch": 512,
@@ -50,8 +48,7 @@ FULL: dict[str, Any] = {
     "depth": 6,
     "steps": 30,
     "check_steps": 5,
-    "min_pairs": 8,
-    "max_pairs": 24,
+    "pairs": 12,
 }
 
 
@@ -121,24 +118,19 @@ def body(run: Run) -> None:
         def timed(name: str) -> Callable[[], object]:
             return run.timed(name, repeat_steps(steps[name], (x, y), cfg["steps"]))
 
-        run.step(
-            "ab", f"{cfg['min_pairs']}..{cfg['max_pairs']} pairs of {cfg['steps']} steps", device
-        )
-        result = compare_ab(
+        run.step("ab", f"{cfg['pairs']} pairs of {cfg['steps']} steps after warm-up", device)
+        result = run.ab(
+            "xla_speedup",
+            "speedup",
             timed("plain"),
             timed("xla"),
             threshold=run.threshold("xla_speedup_min"),
-            min_pairs=cfg["min_pairs"],
-            max_pairs=cfg["max_pairs"],
-            seed=run.args.seed,
+            pairs=cfg["pairs"],
+            device=device,
             not_applicable=run.speed_not_applicable,
-            on_pair=run.log_pair(device),
         )
-    run.measurements["ab"] = result.to_dict()
-    if result.estimate:
-        run.metrics["speedup"] = result.estimate.median
-        run.metrics["speedup_ci"] = [result.estimate.low, result.estimate.high]
-    run.add_check("xla_speedup", "speed", result.verdict)
+    if result is not None:
+        run.measurements["ab"] = result.to_dict()
 
 
 if __name__ == "__main__":

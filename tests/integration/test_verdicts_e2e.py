@@ -1,0 +1,153 @@
+"""Issue 12 on the sandbox: inconclusive speed checks make a host "unproven" (never "pass",
+never a baseline), and a periodic run compares with its tier's baseline on the host and
+publishes the regression state in the Prometheus textfile.
+
+Sandbox hosts have no GPU, so their speed checks are normally not applicable. The inventory
+here (a copy of inventories/sandbox.py) sets two thresholds the on-host suite honours:
+``speed_verdicts_without_gpu = 1`` (judge the CPU timings; a test knob only) and
+``speed_between_run_sd = 10`` (a between-process spread of 1000 %), so that no CPU run can
+clear or miss a speed threshold: every speed check ends inconclusive, by the harness's own rule.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import sys
+import xml.etree.ElementTree as ET
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from prometheus_client.parser import text_string_to_metric_families
+
+from gpufleet.report.schema import validate_results
+from gpufleet.stages import monitoring
+from gpufleet.validate import baseline
+from tests.integration.conftest import REPO, Sandbox, gpufleet, running_sandbox
+
+pytestmark = pytest.mark.integration
+
+HOST = "gfsb-h1"
+THRESHOLDS = {"speed_verdicts_without_gpu": 1, "speed_between_run_sd": 10.0}
+INVENTORY = f"""\
+from gpufleet.sandbox.inventory import group_data, host_entries
+from gpufleet.sandbox.state import load_state
+
+_state = load_state()
+_data = dict(group_data(_state))
+_data["thresholds"] = {{**_data.get("thresholds", {{}}), **{THRESHOLDS!r}}}
+sandbox = (host_entries(_state), _data)
+"""
+
+
+@pytest.fixture(scope="module")
+def sandbox() -> Iterator[Sandbox]:
+    with running_sandbox(1, standins=True) as running:
+        yield running
+
+
+@pytest.fixture(scope="module")
+def inventory(sandbox: Sandbox, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The sandbox inventory with the two thresholds, provisioned with the real pyinfra CLI."""
+    path = tmp_path_factory.mktemp("inventory") / "undecidable.py"
+    path.write_text(INVENTORY)
+    pyinfra = str(Path(sys.executable).with_name("pyinfra"))
+    proc = subprocess.run(
+        [pyinfra, "-y", str(path), "deploy/gpu_node.py"],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=1800,
+    )
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    return path
+
+
+def test_inconclusive_speed_checks_make_the_host_unproven(inventory: Path, tmp_path: Path) -> None:
+    results = tmp_path / "results"
+    proc = gpufleet(
+        "validate",
+        str(inventory),
+        "--tier",
+        "quick",
+        "--results-dir",
+        str(results),
+        "--select",
+        "xla",
+        check=False,
+        timeout=1200,
+    )
+    assert proc.returncode == 3, proc.stdout[-4000:] + proc.stderr[-2000:]  # unproven
+    assert "unproven" in proc.stdout
+    run_id = re.search(r"results: .*/\*/(\S+)\.json", proc.stdout)
+    assert run_id, proc.stdout[-2000:]
+    doc = json.loads((results / HOST / f"{run_id.group(1)}.json").read_text())
+    validate_results(doc)
+    assert doc["status"] == "unproven" and doc["schema_version"] == 2
+    check = next(c for c in doc["checks"] if c["name"] == "workloads::xla")
+    assert check["status"] == "inconclusive", check
+    (xla,) = doc["workloads"]
+    assert xla["processes"] == 2  # the quick tier's fresh processes, judged together
+    speed = next(c for c in xla["checks"] if c["name"] == "xla_speedup")
+    assert speed["status"] == "inconclusive" and "1000.0 % (host history)" in speed["reason"]
+    assert speed["judgement"]["processes"] == 2
+    # Never a baseline, of either tier.
+    assert not baseline.baseline_path(results, HOST, "quick").exists()
+    assert not baseline.baseline_path(results, HOST).exists()
+    junit = ET.parse(results / "junit" / f"{run_id.group(1)}.xml").getroot()
+    (suite,) = list(junit.iter("testsuite"))
+    unproven = suite.find("testcase[@name='unproven']")
+    assert unproven is not None and unproven.find("failure") is not None
+
+
+def stand_in_baseline() -> dict:
+    """A stand-in quick-tier baseline as 20 healthy periodic runs would have gathered it: XLA
+    at ~50x (no CPU run comes near) and a mixed precision figure the run below will not have."""
+    runs = []
+    for index in range(baseline.RUNS_WANTED["quick"]):
+        figures = {
+            "xla/speedup": {"value": 50.0 * (1 + 0.01 * (index % 3 - 1)), "kind": "speedup"},
+            "mixed_precision/mixed_float16_speedup": {"value": 2.5, "kind": "speedup"},
+        }
+        runs.append({"run_id": f"20261101T{index:02d}0000Z-00000{index % 10}", "figures": figures})
+    return {**baseline.new_baseline(HOST, "quick"), "runs": runs}
+
+
+def test_a_periodic_run_compares_with_its_tier_baseline_and_publishes_it(
+    inventory: Path, sandbox: Sandbox
+) -> None:
+    seeded = json.dumps(stand_in_baseline())
+    path = f"{monitoring.STATE_DIR}/baseline-quick.json"
+    wrote = sandbox.ssh(
+        HOST, f"mkdir -p {monitoring.STATE_DIR} && cat > {path} <<'EOF'\n{seeded}\nEOF"
+    )
+    assert wrote.returncode == 0, wrote.stderr
+    unit = sandbox.ssh(HOST, f"cat {monitoring.UNIT_DIR}/{monitoring.SERVICE}").stdout
+    (exec_start,) = re.findall(r"^ExecStart=(.+)$", unit, re.MULTILINE)
+    workdir = re.findall(r"^WorkingDirectory=(.+)$", unit, re.MULTILINE)
+    cd = f"cd {workdir[0]} && PYTHONPATH={workdir[0]} " if workdir else ""
+    # What the timer starts, limited to one workload to keep the run short.
+    ran = sandbox.ssh(HOST, f"{cd}{exec_start} --workloads xla", timeout=900)
+    assert ran.returncode == 3, ran.stdout + ran.stderr  # unproven
+    state = json.loads(sandbox.ssh(HOST, f"cat {monitoring.STATE_DIR}/state.json").stdout)
+    assert state["last_status"] == "unproven"
+    regression = state["regression"]
+    assert regression["state"] == "regressed" and regression["runs"] == 20
+    assert regression["figures"]["xla/speedup"]["status"] == "regressed"
+    vanished = regression["figures"]["mixed_precision/mixed_float16_speedup"]
+    assert vanished["status"] == "regressed" and "missing" in vanished["reason"]
+    textfile = sandbox.ssh(HOST, "cat /var/lib/prometheus/node-exporter/gpufleet.prom").stdout
+    if not textfile:
+        found = sandbox.ssh(HOST, "find / -name gpufleet.prom -not -path '/proc/*' 2>/dev/null")
+        textfile = sandbox.ssh(HOST, f"cat {found.stdout.split()[0]}").stdout
+    families = {f.name: f.samples for f in text_string_to_metric_families(textfile)}
+    states = {s.labels["state"]: s.value for s in families["gpufleet_regression_state"]}
+    assert states == {"gathering": 0.0, "ok": 0.0, "regressed": 1.0}
+    flags = {s.labels["figure"]: s.value for s in families["gpufleet_figure_regressed"]}
+    assert flags["xla/speedup"] == 1.0
+    assert families["gpufleet_run_unproven"][0].value == 1.0
+    # The unproven run did not join the baseline.
+    stored = json.loads(sandbox.ssh(HOST, f"cat {path}").stdout)
+    assert len(stored["runs"]) == 20

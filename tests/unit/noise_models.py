@@ -1,0 +1,116 @@
+"""Simulated GPU timers for the harness: the noise models of issue 12, seeded and fast.
+
+Stand-ins for a GPU host, named as such: each model gives a ``clock`` for one fresh process
+that returns how long a call of arm A or arm B "took", so that compare_ab (warm-up, ABBA pairs)
+and judge_runs run exactly as on a host. Every model keeps the host's long-run throughput
+ratio E[t_A] / E[t_B] at the requested ``ratio``.
+
+Used by tests/unit/test_verdict_simulation.py and benchmarks/verdict_rates.py.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import numpy as np
+
+from validation.harness import DEFAULT_CONFIDENCE, Judgement, compare_ab, judge_runs
+
+
+def run_a() -> None:
+    """Stand-in for arm A (the baseline arm); the simulated clock says how long it took."""
+
+
+def run_b() -> None:
+    """Stand-in for arm B (the feature arm)."""
+
+
+def _lognormal(rng: np.random.Generator, cv: float) -> float:
+    sigma = math.sqrt(math.log1p(cv * cv))
+    return float(rng.lognormal(-sigma * sigma / 2, sigma))
+
+
+@dataclass(frozen=True)
+class Model:
+    """One noise model: per-call noise, plus the effects that break naive A/B tests."""
+
+    name: str
+    cv: float = 0.01  # log-normal per-call noise
+    tail_p: float = 0.0  # share of calls 3-10x slower (both arms)
+    drift: float = 0.0  # time rising linearly by this fraction over 60 calls
+    bimodal_p: float = 0.0  # share of calls at base clock (+15 % time)
+    offset_sd: float = 0.0  # sd of the per-process log offset of the ratio
+    stall_b: float = 0.0  # share of B calls stalled 1.5x
+    warm_a: float = 0.0  # A this much slower at start, decaying with tau 6 calls
+    load_sd: float = 0.0  # AR(1) load (phi 0.9) slowing A fully and B 0.4x
+
+    def clock(
+        self, rng: np.random.Generator, ratio: float
+    ) -> Callable[[Callable[[], None]], float]:
+        """A simulated timer for one fresh process of a host whose true speed-up is ``ratio``."""
+        offset = math.exp(rng.normal(0.0, self.offset_sd)) if self.offset_sd else 1.0
+        base_b = 1.0 / ratio / offset
+        if self.stall_b:
+            base_b /= 1.0 + 0.5 * self.stall_b  # so that E[t_B] stays 1 / ratio
+        tail_mean = 1.0 + self.tail_p * (6.5 - 1.0)
+        calls = [0]
+        load = [0.0]
+
+        def clock(fn: Callable[[], None]) -> float:
+            k = calls[0]
+            calls[0] += 1
+            t = (1.0 if fn is run_a else base_b) * _lognormal(rng, self.cv)
+            if self.tail_p and rng.random() < self.tail_p:
+                t *= rng.uniform(3.0, 10.0)
+            t /= tail_mean
+            if self.drift:
+                t *= 1.0 + self.drift * k / 60.0
+            if self.bimodal_p and rng.random() < self.bimodal_p:
+                t *= 1.15
+            if fn is run_b and self.stall_b and rng.random() < self.stall_b:
+                t *= 1.5
+            if fn is run_a and self.warm_a:
+                t *= 1.0 + self.warm_a * math.exp(-k / 2 / 6.0)
+            if self.load_sd:
+                load[0] = 0.9 * load[0] + rng.normal(0.0, self.load_sd * math.sqrt(1 - 0.81))
+                t *= math.exp(load[0] if fn is run_a else 0.4 * load[0])
+            return t
+
+        return clock
+
+
+MODELS = (
+    Model("lognormal_cv1", cv=0.01),
+    Model("lognormal_cv3", cv=0.03),
+    Model("lognormal_cv10", cv=0.10),
+    Model("heavy_tails", cv=0.03, tail_p=0.02),
+    Model("drift_15", cv=0.01, drift=0.15),
+    Model("bimodal_clocks", cv=0.01, bimodal_p=0.4),
+    Model("offset_sd3", cv=0.01, offset_sd=0.03),
+    Model("offset_sd5", cv=0.01, offset_sd=0.05),
+    Model("stall_b", cv=0.01, stall_b=0.10),
+    Model("underwarmed_a", cv=0.01, warm_a=0.10),
+    Model("correlated_load", cv=0.01, load_sd=0.05),
+)
+MODELS_BY_NAME = {m.name: m for m in MODELS}
+
+
+def speed_check(
+    model: Model,
+    true_ratio: float,
+    threshold: float,
+    rng: np.random.Generator,
+    *,
+    processes: int = 3,
+    pairs: int = 12,
+    confidence: float = DEFAULT_CONFIDENCE,
+) -> Judgement:
+    """One speed verdict as the suite reaches it: ``processes`` fresh processes, then judge_runs."""
+    runs = []
+    for _ in range(processes):
+        clock = model.clock(rng, true_ratio)
+        result = compare_ab(run_a, run_b, threshold=threshold, pairs=pairs, clock=clock)
+        runs.append(result.pairs)
+    return judge_runs(runs, threshold, confidence=confidence)
