@@ -10,7 +10,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from gpufleet.sandbox import aptproxy, hosts, image, network, procs, supervisor
+from gpufleet.sandbox import aptproxy, hosts, image, network, ours, procs, supervisor
 from gpufleet.sandbox.state import (
     CACHE_DIR,
     GATEWAY,
@@ -42,7 +42,6 @@ STOP_WAIT_S = supervisor.SHUTDOWN_TIMEOUT_S + 15
 # Markers that identify our own processes in /proc/PID/cmdline before we signal a PID.
 SUPERVISOR_MARKER = "gpufleet.sandbox.supervisor"
 NSPAWN_MARKER = "systemd-nspawn"
-SANDBOX_PROGRAMS = (SUPERVISOR_MARKER, NSPAWN_MARKER, "apt-cacher-ng", "http.server")
 
 
 def check_root() -> None:
@@ -96,7 +95,7 @@ def wait_for_ssh(address: str, deadline: float) -> bool:
 def start_host(index: int, root_image: Path, state_dir: Path) -> HostState:
     """Give host `index` its network, root and identity, and start its supervisor."""
     name, address = host_name(index), host_address(index)
-    network.create_host_network(name, address)
+    network.create_host_network(name, address, network.owner_tag(state_dir))
     root = hosts.prepare_host(name, address, root_image, state_dir)
     pid_file = hosts.host_dir(name, state_dir) / "nspawn.pid"
     command = [
@@ -196,6 +195,7 @@ def _up(
     leftovers = _down(state_dir, lambda _m: None)
     if leftovers:
         log(f"cleaned up leftovers of an earlier sandbox: {', '.join(leftovers)}")
+    network.check_free(network.owner_tag(state_dir))
     spec = image.choose_image(image_name, log=log)
     root_image = image.ensure_image(spec, cache, log=log)
     started = time.monotonic()
@@ -206,7 +206,7 @@ def _up(
     save_state(state, state_dir)  # from here on, `down` can find and stop what we start
     try:
         hosts.ensure_client_key(state_dir)
-        network.create_bridge()
+        network.create_bridge(network.owner_tag(state_dir))
         state.pids["apt_proxy"] = aptproxy.start_apt_proxy(state_dir, cache)
         save_state(state, state_dir)
         for index in range(1, count + 1):
@@ -237,8 +237,9 @@ def _up(
 def down(*, state_dir: Path = STATE_DIR, log: Log = print) -> list[str]:
     """Stop everything the sandbox started, by PID, and remove its mounts, namespaces and links.
 
-    Works from state.json when there is one, and from what is found on the machine (PID files,
-    mounts under the state directory, gfsb-* namespaces and links) when a crash lost it.
+    Works from state.json when there is one, and from what this sandbox left on the machine
+    when a crash lost it: PID files and mounts under the state directory, namespaces and links
+    tagged with it, processes started with its paths. Another sandbox's are never touched.
     Returns what it stopped or removed.
     """
     with procs.exclusive(state_dir / ".lock", "sandbox", log):
@@ -266,13 +267,13 @@ def _down(state_dir: Path, log: Log) -> list[str]:
         for service, pid in state.pids.items():
             if procs.stop_pid(pid, markers.get(service, str(state_dir)), timeout=10.0):
                 stopped.append(service)
-    # Whatever is still running with our state directory on its command line was started by
-    # a sandbox whose state.json is gone (a crash between start and save, or a deleted file).
-    strays = sandbox_processes(state_dir)
+    # Whatever still runs with our state directory in its arguments was started by a sandbox
+    # whose state.json is gone (a crash between start and save, or a deleted file).
+    strays = ours.sandbox_processes(state_dir)
     stray_pids = procs.stop_pids([(pid, line) for pid, line in strays], timeout=10.0)
     stopped += [f"stray process {pid}" for pid in stray_pids]
     stopped += [f"mount {m}" for m in hosts.unmount_all(state_dir)]
-    stopped += network.remove_network()
+    stopped += network.remove_network(network.owner_tag(state_dir))
     hosts.remove_host_dirs(state_dir)
     state_file(state_dir).unlink(missing_ok=True)
     if stopped:
@@ -280,23 +281,11 @@ def _down(state_dir: Path, log: Log) -> list[str]:
     return stopped
 
 
-def sandbox_processes(state_dir: Path = STATE_DIR) -> list[tuple[int, str]]:
-    """Live processes that belong to a sandbox under `state_dir`: their command lines name
-    both one of the sandbox's programs and a path inside the state directory."""
-    found = []
-    for proc_dir in Path("/proc").iterdir():
-        if not proc_dir.name.isdigit() or int(proc_dir.name) == os.getpid():
-            continue
-        line = procs.cmdline(int(proc_dir.name))
-        if f"{state_dir}/" in line and any(program in line for program in SANDBOX_PROGRAMS):
-            found.append((int(proc_dir.name), line))
-    return found
-
-
 def leftovers(state_dir: Path = STATE_DIR) -> list[str]:
     """What of a sandbox is still on this machine (empty after a clean `down`)."""
-    found = [f"netns {ns}" for ns in network.sandbox_namespaces()]
-    found += [f"link {link}" for link in network.sandbox_links()]
+    tag = network.owner_tag(state_dir)
+    found = [f"netns {ns}" for ns in network.sandbox_namespaces(tag)]
+    found += [f"link {link}" for link in network.sandbox_links(tag)]
     found += [f"mount {m}" for m in hosts.sandbox_mounts(state_dir)]
-    found += [f"process {pid}: {line[:120]}" for pid, line in sandbox_processes(state_dir)]
+    found += [f"process {pid}: {line[:120]}" for pid, line in ours.sandbox_processes(state_dir)]
     return found

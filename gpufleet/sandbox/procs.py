@@ -24,6 +24,17 @@ def cmdline(pid: int) -> str:
     return raw.replace(b"\0", b" ").decode(errors="replace").strip()
 
 
+def argv(pid: int) -> list[str]:
+    """The process's arguments as it was started, or [] when there is no such live process."""
+    if not cmdline(pid):
+        return []
+    try:
+        raw = Path(f"/proc/{pid}/cmdline").read_bytes()
+    except (FileNotFoundError, ProcessLookupError):
+        return []
+    return [part.decode(errors="replace") for part in raw.split(b"\0")[:-1]]
+
+
 def is_ours(pid: int | None, marker: str) -> bool:
     """True when `pid` is alive and its command line contains `marker` (guards against a PID
     that was reused by an unrelated process after a crash)."""

@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import signal
 import subprocess
+import sys
 import time
 from collections.abc import Iterator
 
@@ -131,3 +132,41 @@ def test_down_leaves_no_namespace_process_or_mount(sandbox: Sandbox) -> None:
     assert "gfsb-" not in netns
     assert fleet.leftovers() == []
     assert gpufleet("sandbox", "status", check=False).returncode == 1
+
+
+def _sh(*command: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(list(command), capture_output=True, text=True)
+
+
+def test_finding_21_down_and_up_touch_only_what_this_sandbox_made(tmp_path) -> None:
+    """Another sandbox's namespace (same host name), an address in 10.231.7.0/24 and an
+    operator's `grep` of the logs: `down` from an empty state directory leaves all three, and
+    `up` refuses to start, naming what is in the way (before the fix, `down` deleted the
+    namespace and killed the grep, and `up` added a second 10.231.7.1/24)."""
+    state = tmp_path / "state"
+    env = {**os.environ, "GPUFLEET_SANDBOX_STATE": str(state)}
+    cli = [sys.executable, "-m", "gpufleet.cli", "sandbox"]
+    decoy_name = f"grep systemd-nspawn {state}/log/gfsb-h1.log"
+    assert _sh("ip", "netns", "add", "gfsb-h1").returncode == 0
+    decoy = subprocess.Popen(["bash", "-c", f"exec -a '{decoy_name}' sleep 120"])
+    try:
+        assert _sh("ip", "link", "add", "sbclash0", "type", "dummy").returncode == 0
+        assert _sh("ip", "addr", "add", "10.231.7.250/24", "dev", "sbclash0").returncode == 0
+        down = subprocess.run([*cli, "down"], env=env, capture_output=True, text=True)
+        assert down.returncode == 0, down.stdout + down.stderr
+        assert "gfsb-h1" in _sh("ip", "netns", "list").stdout
+        assert decoy.poll() is None, "down killed an operator's grep"
+        up = subprocess.run(
+            [*cli, "up", "--hosts", "1", "--no-standins"], env=env, capture_output=True, text=True
+        )
+        assert up.returncode == 1, up.stdout + up.stderr
+        assert "10.231.7.0/24" in up.stderr and "address 10.231.7.250/24 on sbclash0" in up.stderr
+        assert "network namespace gfsb-h1" in up.stderr and "ip netns del gfsb-h1" in up.stderr
+        assert "Traceback" not in up.stderr
+        assert "gfsb0" not in _sh("ip", "-o", "link", "show").stdout  # nothing was started
+        assert "gfsb-h1" in _sh("ip", "netns", "list").stdout
+    finally:
+        decoy.kill()
+        decoy.wait()
+        _sh("ip", "link", "del", "sbclash0")
+        _sh("ip", "netns", "del", "gfsb-h1")
