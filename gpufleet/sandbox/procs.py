@@ -107,6 +107,27 @@ def stop_pids(pids: list[tuple[int | None, str]], timeout: float = 30.0) -> list
     return ours
 
 
+def alive(pid: int) -> bool:
+    """True while the process exists and has not exited (a PID namespace's init that was killed
+    has no command line left while it waits for the namespace's other processes to die)."""
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except (FileNotFoundError, ProcessLookupError, IndexError):
+        return False
+    return state not in ("Z", "X")
+
+
+def kill_and_wait(pids: list[int], timeout: float = 10.0) -> None:
+    """SIGKILL each PID now (a power cut), then wait until each has exited."""
+    for pid in pids:
+        with suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)
+    deadline = time.monotonic() + timeout
+    for pid in pids:
+        while alive(pid) and time.monotonic() < deadline:
+            time.sleep(0.05)
+
+
 def read_pid(path: Path) -> int | None:
     try:
         return int(path.read_text().strip())
