@@ -12,7 +12,7 @@ import pytest
 from gpufleet import cli
 from gpufleet.commands.diagnose import main
 from gpufleet.parsers import diagnose
-from gpufleet.parsers.diagnosis import DIAGNOSIS_CODES, SEVERITIES
+from gpufleet.parsers.diagnosis import DIAGNOSIS_CODES, SEVERITIES, codes_markdown
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "diagnose"
 ALL = sorted(p.name for p in FIXTURES.glob("*.txt"))
@@ -43,7 +43,25 @@ EXPECTED = {
     "gpu-unsupported-by-driver.txt": ["gpu-unsupported-by-driver"],
     "healthy-tf-gpu.txt": ["tf-gpu-device-created"],
     "healthy-tf-gpu-numa.txt": ["numa-node-negative", "tf-gpu-device-created"],
+    # the fault-injection campaign's failures (issue 11 item 12)
+    "campaign-dpkg-killed.txt": ["dpkg-interrupted"],
+    "campaign-dpkg-interrupted-rerun.txt": ["dpkg-interrupted"],
+    "campaign-link-cut.txt": ["apt-fetch-network-error"],
+    "campaign-enospc.txt": ["no-space-left"],
+    "campaign-half-installed-env.txt": ["python-env-half-installed"],
+    "campaign-apt-404.txt": ["apt-fetch-404"],
+    "campaign-version-not-found.txt": ["apt-version-not-found"],
+    "campaign-key-fingerprint.txt": ["repo-key-fingerprint-mismatch"],
+    "campaign-repo-resigned.txt": ["apt-repo-not-signed"],
+    "campaign-repo-resigned-second-run.txt": ["apt-unable-to-locate"],
+    "campaign-repo-resigned-provisioned.txt": ["apt-repo-not-signed"],
+    "campaign-dpkg-lock.txt": ["apt-dpkg-lock-held"],
+    "campaign-two-deploys.txt": ["apt-unable-to-locate", "apt-dpkg-lock-held"],
+    "campaign-reboot-timeout.txt": ["reboot-timeout"],
+    "campaign-host-unreachable-deploy.txt": ["ssh-connection-lost"],
+    "campaign-host-unreachable-validate.txt": ["ssh-connection-lost"],
 }
+CAMPAIGN = [name for name in EXPECTED if name.startswith("campaign-")]
 
 
 def test_every_fixture_names_its_source_and_expectation():
@@ -228,3 +246,27 @@ def test_finding_19_long_lines_still_give_the_right_findings():
     text = _hostile_line(1024 * 1024) + "\n" + "x" * (1024 * 1024) + " " + nouveau + "\n"
     findings = diagnose(text)
     assert [(f.code, f.line_number, f.count) for f in findings] == [("nouveau-owns-gpu", 2, 1)]
+
+
+# --- the campaign's provisioning failures (issue 11 item 12) ------------------------------------
+
+
+@pytest.mark.parametrize("name", CAMPAIGN)
+def test_campaign_failure_is_an_error_with_a_fix_and_exit_1(name, capsys):
+    assert main([str(FIXTURES / name)]) == 1
+    out = capsys.readouterr().out
+    assert "No known failure signature" not in out and "fix: " in out
+
+
+def test_dpkg_interrupted_says_to_configure_it():
+    (finding,) = diagnose(fixture("campaign-dpkg-killed.txt"))
+    assert finding.line_number == 1 and finding.count == 2
+    assert "dpkg --configure -a" in finding.fix
+
+
+def test_readme_troubleshooting_table_is_the_code_table():
+    """The README lists every code with the same severity, meaning and fix as the code."""
+    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text(encoding="utf-8")
+    troubleshooting = readme.split("## Troubleshooting", 1)[1]
+    missing = [row for row in codes_markdown().splitlines() if row not in troubleshooting]
+    assert missing == []
