@@ -222,6 +222,11 @@ def _up(
     leftovers = _down(state_dir, lambda _m: None)
     if leftovers:
         log(f"cleaned up leftovers of an earlier sandbox: {', '.join(leftovers)}")
+    if (remaining := container_processes(state_dir, None)) or state_file(state_dir).exists():
+        raise SandboxError(
+            f"the earlier sandbox could not be stopped: processes {remaining} still run inside "
+            "its hosts; stop them by PID, then run `gpufleet sandbox down` and `up` again"
+        )
     network.check_free(network.owner_tag(state_dir))
     spec = image.choose_image(image_name, log=log)
     root_image = image.ensure_image(spec, cache, log=log)
