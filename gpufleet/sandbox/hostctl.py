@@ -1,5 +1,4 @@
-"""One sandbox host at a time: what state it is really in, power it off (cleanly or as a power
-cut) and on again, keeping its disk."""
+"""One sandbox host at a time: its real state, and power off (clean or a cut) and on again."""
 
 from __future__ import annotations
 
