@@ -35,12 +35,19 @@ def host_cgroups(name: str, root: Path = CGROUP_FS) -> list[Path]:
 
 
 def prepare(name: str, root: Path = CGROUP_FS) -> list[Path]:
-    """Make the host's cgroups (after removing empty ones a previous boot left)."""
+    """Make the host's cgroups (after removing empty ones a previous boot left). Where this
+    machine lets us make none (a read-only cgroup file system), the host boots as before, in
+    the supervisor's cgroup; the caller says so."""
     paths = host_cgroups(name, root)
+    made = []
     for path in paths:
         remove_tree(path)
-        path.mkdir(parents=True, exist_ok=True)
-    return paths
+        try:
+            path.mkdir(parents=True, exist_ok=True)
+        except OSError:
+            continue
+        made.append(path)
+    return made
 
 
 def join(paths: list[Path]) -> None:

@@ -92,6 +92,8 @@ class Supervisor:
         """Run systemd-nspawn until it exits; kill it if a shutdown overruns the timeout."""
         if self.preexec == self.before_exec:
             self.cgroups = cgroups.prepare(self.name)
+            if not self.cgroups:
+                log(f"{self.name}: no cgroup of its own could be made; booting in this one")
         self.child = subprocess.Popen(
             nspawn_command(self.name, self.root),
             stdin=subprocess.DEVNULL,
