@@ -1,4 +1,4 @@
-"""`gpufleet sandbox up|status|down`: the local test fleet of systemd-booted hosts (needs root)."""
+"""`gpufleet sandbox up|status|down|stop|start`: the local fleet of systemd-booted hosts (root)."""
 
 from __future__ import annotations
 
@@ -40,6 +40,15 @@ def build_parser() -> argparse.ArgumentParser:
     )
     sub.add_parser("status", help="show the running sandbox's hosts and services")
     sub.add_parser("down", help="stop every sandbox process and remove its namespaces and mounts")
+    stop = sub.add_parser("stop", help="power one host off, keeping its disk (start boots it)")
+    stop.add_argument("host", help="host name, e.g. gfsb-h2")
+    stop.add_argument(
+        "--hard",
+        action="store_true",
+        help="a power cut: kill its supervisor, systemd-nspawn and systemd at once, no shutdown",
+    )
+    start = sub.add_parser("start", help="power a stopped host on again and wait for SSH")
+    start.add_argument("host", help="host name, e.g. gfsb-h2")
     return parser
 
 

@@ -1,4 +1,4 @@
-"""Recognise known GPU driver / CUDA / TensorFlow failure signatures in pasted logs."""
+"""Recognise known failure signatures (GPU driver, CUDA, TensorFlow, provisioning) in logs."""
 
 from __future__ import annotations
 
@@ -6,6 +6,8 @@ import dataclasses
 import re
 from dataclasses import dataclass
 from typing import Any
+
+from gpufleet.parsers.diagnosis_deploy import DEPLOY_CODES, DEPLOY_PATTERNS
 
 SEVERITIES = ("error", "warning", "info")
 
@@ -140,65 +142,127 @@ DIAGNOSIS_CODES: dict[str, tuple[str, str, str]] = {
     ),
 }
 
+# Each pattern is a sequence of fragments joined by ``.*`` ("this, then later on the line
+# that"). A fragment never holds an unbounded repeat (``*``, ``+``, ``{n,}``): each fragment is
+# searched once, from where the previous one ended, so a line costs time linear in its length.
+# A single regex ``A.*B.*C`` backtracks quadratically: a 1 MiB line took minutes (issue 10).
+GAP = ".*"
+
+
+def compile_signature(pattern: str) -> tuple[re.Pattern[str], ...]:
+    """The fragments of `pattern` (split at ``.*``), each compiled case-insensitively."""
+    return tuple(re.compile(part, re.IGNORECASE) for part in pattern.split(GAP) if part)
+
+
+_META = set(".^$*+?{}[]()|\\")
+
+
+def leading_literal(pattern: str) -> str:
+    """The plain text a pattern starts with (escaped punctuation counts as text), lowercased:
+    a line without it cannot match, and `in` finds it far faster than a case-blind regex."""
+    text = []
+    index = 0
+    while index < len(pattern):
+        char = pattern[index]
+        if char == "\\" and index + 1 < len(pattern) and not pattern[index + 1].isalnum():
+            text.append(pattern[index + 1])
+            index += 2
+            continue
+        if char in _META:
+            break
+        text.append(char)
+        index += 1
+    if index < len(pattern) and pattern[index] in "*+?{":
+        text = text[:-1]  # the last character is optional or repeated
+    return "".join(text).lower()
+
+
+def signature_matches(
+    fragments: tuple[re.Pattern[str], ...], line: str, lowered: str | None = None
+) -> bool:
+    """True when every fragment is found on `line`, each after the end of the one before.
+    `lowered` is ``line.lower()``, for the quick check of the first fragment's text."""
+    if lowered is not None and fragments:
+        literal = _LITERALS.get(fragments[0].pattern) or leading_literal(fragments[0].pattern)
+        if literal not in lowered:
+            return False
+    position = 0
+    for fragment in fragments:
+        found = fragment.search(line, position)
+        if found is None:
+            return False
+        position = found.end()
+    return True
+
+
 # code -> patterns; a line matching any pattern is evidence for the code.
-_SIGNATURES: dict[str, tuple[re.Pattern[str], ...]] = {
-    code: tuple(re.compile(pattern, re.IGNORECASE) for pattern in patterns)
-    for code, patterns in {
-        "nvml-driver-library-mismatch": (
-            r"Failed to initialize NVML: Driver/library version mismatch",
-        ),
-        "nvidia-smi-no-driver": (
-            r"NVIDIA-SMI has failed because it couldn.t communicate with the NVIDIA driver",
-        ),
-        "nvidia-smi-no-nvml-library": (r"NVIDIA-SMI couldn.t find libnvidia-ml\.so",),
-        "secure-boot-key-rejected": (
-            r"Key was rejected by service",
-            r"Loading of module with unavailable key is rejected",
-        ),
-        "dkms-build-failed": (r"Bad return status for module build on kernel",),
-        "nouveau-owns-gpu": (
-            r"NVRM: The NVIDIA probe routine was not called for",
-            r"NVRM: .*nouveau.* was loaded and obtained ownership",
-        ),
-        "gpu-unsupported-by-driver": (
-            r"NVRM: The NVIDIA GPU \S+ \(PCI ID: [0-9a-f:]+\).*not supported by the",
-        ),
-        "apt-held-broken-packages": (
-            r"you have held broken packages",
-            r"generated breaks, this may be caused by held packages",
-        ),
-        "tf-cuda-driver-not-found": (
-            r"Could not find cuda drivers on your machine",
-            r"Could not load dynamic library 'libcuda\.so",
-            r"failed call to cuInit",
-            r"kernel driver does not appear to be running on this host",
-        ),
-        "tf-cannot-dlopen": (r"Cannot dlopen some GPU libraries",),
-        "cudnn-version-mismatch": (
-            r"Loaded runtime CuDNN library: \S+ but source was compiled with",
-        ),
-        "xla-libdevice-not-found": (
-            r"libdevice not found at",
-            r"libdevice is required by this HLO module but was not found",
-        ),
-        "xla-libdevice-dir-missing": (r"Can't find libdevice directory",),
-        "ptxas-not-found": (
-            r"ptxas not found",
-            r"Couldn't find ptxas",
-            r"Couldn't get ptxas version",
-            r"No PTX compilation provider is available",
-            r"Failed to launch ptxas",
-        ),
-        "ptxas-fallback-to-driver": (r"Can't find ptxas binary",),
-        "tf-trt-not-found": (
-            r"TF-TRT Warning: Could not find TensorRT",
-            r"Cannot dlopen some TensorRT libraries",
-        ),
-        "numa-node-negative": (r"NUMA node read from SysFS had negative value",),
-        "tf-gpu-device-created": (
-            r"Created (?:TensorFlow )?device \(?/job:[^ ]+/device:GPU:\d+ with \d+ MB memory",
-        ),
-    }.items()
+SIGNATURE_PATTERNS: dict[str, tuple[str, ...]] = {
+    "nvml-driver-library-mismatch": (
+        r"Failed to initialize NVML: Driver/library version mismatch",
+    ),
+    "nvidia-smi-no-driver": (
+        r"NVIDIA-SMI has failed because it couldn.t communicate with the NVIDIA driver",
+    ),
+    "nvidia-smi-no-nvml-library": (r"NVIDIA-SMI couldn.t find libnvidia-ml\.so",),
+    "secure-boot-key-rejected": (
+        r"Key was rejected by service",
+        r"Loading of module with unavailable key is rejected",
+    ),
+    "dkms-build-failed": (r"Bad return status for module build on kernel",),
+    "nouveau-owns-gpu": (
+        r"NVRM: The NVIDIA probe routine was not called for",
+        r"NVRM: .*nouveau.* was loaded and obtained ownership",
+    ),
+    "gpu-unsupported-by-driver": (
+        r"NVRM: The NVIDIA GPU \S{1,64} \(PCI ID: [0-9a-f:]{1,32}\).*not supported by the",
+    ),
+    "apt-held-broken-packages": (
+        r"you have held broken packages",
+        r"generated breaks, this may be caused by held packages",
+    ),
+    "tf-cuda-driver-not-found": (
+        r"Could not find cuda drivers on your machine",
+        r"Could not load dynamic library 'libcuda\.so",
+        r"failed call to cuInit",
+        r"kernel driver does not appear to be running on this host",
+    ),
+    "tf-cannot-dlopen": (r"Cannot dlopen some GPU libraries",),
+    "cudnn-version-mismatch": (
+        r"Loaded runtime CuDNN library: \S{1,64} but source was compiled with",
+    ),
+    "xla-libdevice-not-found": (
+        r"libdevice not found at",
+        r"libdevice is required by this HLO module but was not found",
+    ),
+    "xla-libdevice-dir-missing": (r"Can't find libdevice directory",),
+    "ptxas-not-found": (
+        r"ptxas not found",
+        r"Couldn't find ptxas",
+        r"Couldn't get ptxas version",
+        r"No PTX compilation provider is available",
+        r"Failed to launch ptxas",
+    ),
+    "ptxas-fallback-to-driver": (r"Can't find ptxas binary",),
+    "tf-trt-not-found": (
+        r"TF-TRT Warning: Could not find TensorRT",
+        r"Cannot dlopen some TensorRT libraries",
+    ),
+    "numa-node-negative": (r"NUMA node read from SysFS had negative value",),
+    "tf-gpu-device-created": (
+        r"Created (?:TensorFlow )?device \(?/job:[^ ]{1,200}/device:GPU:\d{1,4} with "
+        r"\d{1,9} MB memory",
+    ),
+}
+DIAGNOSIS_CODES.update(DEPLOY_CODES)
+SIGNATURE_PATTERNS.update(DEPLOY_PATTERNS)
+_SIGNATURES: dict[str, tuple[tuple[re.Pattern[str], ...], ...]] = {
+    code: tuple(compile_signature(pattern) for pattern in patterns)
+    for code, patterns in SIGNATURE_PATTERNS.items()
+}
+_LITERALS = {
+    fragments[0].pattern: leading_literal(fragments[0].pattern)
+    for patterns in _SIGNATURES.values()
+    for fragments in patterns
 }
 
 
@@ -230,8 +294,9 @@ def diagnose(text: str) -> list[Finding]:
     first: dict[str, tuple[int, str]] = {}
     counts: dict[str, int] = {}
     for number, raw in enumerate(text.splitlines(), start=1):
+        lowered = raw.lower()
         for code, patterns in _SIGNATURES.items():
-            if any(pattern.search(raw) for pattern in patterns):
+            if any(signature_matches(fragments, raw, lowered) for fragments in patterns):
                 counts[code] = counts.get(code, 0) + 1
                 first.setdefault(code, (number, raw.strip()))
 

@@ -1,4 +1,4 @@
-"""The sandbox actions behind `gpufleet sandbox`: up, status and down, with what they print."""
+"""The sandbox actions behind `gpufleet sandbox` (up, status, down, stop, start), printed."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import argparse
 import sys
 import time
 
-from gpufleet.sandbox import fleet, procs
+from gpufleet.sandbox import fleet, hostctl, procs
 from gpufleet.sandbox.state import STATE_DIR, SandboxError, load_state
 
 EPILOG = """\
@@ -45,10 +45,9 @@ def cmd_status(args: argparse.Namespace) -> int:
     healthy = True
     print(f"image {state.image} ({' '.join(state.os)}), gateway {state.gateway}")
     for host in state.hosts:
-        running = procs.is_ours(host.supervisor_pid, fleet.SUPERVISOR_MARKER)
-        healthy &= running
-        status = "running" if running else "STOPPED"
-        print(f"  {host.name:10} {host.address:14} {status} (supervisor pid {host.supervisor_pid})")
+        status = hostctl.probe(host)
+        healthy &= status.word == "running"
+        print(f"  {status.describe()}")
     for service, pid in sorted(state.pids.items()):
         running = bool(procs.cmdline(pid))
         healthy &= running
@@ -58,6 +57,22 @@ def cmd_status(args: argparse.Namespace) -> int:
     for note in state.notes:
         print(f"  note: {note}")
     return 0 if healthy else 1
+
+
+def cmd_stop(args: argparse.Namespace) -> int:
+    started = time.monotonic()
+    status = hostctl.stop(args.host, hard=args.hard)
+    how = "power cut" if args.hard else "clean shutdown"
+    print(f"{args.host} stopped ({how}) in {time.monotonic() - started:.1f} s: {status.describe()}")
+    print(f"power it on again: gpufleet sandbox start {args.host}")
+    return 0
+
+
+def cmd_start(args: argparse.Namespace) -> int:
+    started = time.monotonic()
+    status = hostctl.start(args.host)
+    print(f"{args.host} started in {time.monotonic() - started:.1f} s: {status.describe()}")
+    return 0
 
 
 def cmd_down(args: argparse.Namespace) -> int:
@@ -74,9 +89,16 @@ def cmd_down(args: argparse.Namespace) -> int:
 def run(args: argparse.Namespace) -> int:
     """Do what `gpufleet sandbox` was asked; the exit status."""
     try:
-        if args.action == "down":
+        if args.action in ("down", "stop", "start"):
             fleet.check_root()
-        handler = {"up": cmd_up, "status": cmd_status, "down": cmd_down}[args.action]
+        handlers = {
+            "up": cmd_up,
+            "status": cmd_status,
+            "down": cmd_down,
+            "stop": cmd_stop,
+            "start": cmd_start,
+        }
+        handler = handlers[args.action]
         return handler(args)
     except SandboxError as exc:
         print(f"gpufleet sandbox {args.action}: {exc}", file=sys.stderr)

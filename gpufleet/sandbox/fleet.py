@@ -10,7 +10,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from gpufleet.sandbox import aptproxy, hosts, image, network, procs, supervisor
+from gpufleet.sandbox import aptproxy, hosts, image, leader, network, ours, procs, supervisor
 from gpufleet.sandbox.state import (
     CACHE_DIR,
     GATEWAY,
@@ -42,7 +42,6 @@ STOP_WAIT_S = supervisor.SHUTDOWN_TIMEOUT_S + 15
 # Markers that identify our own processes in /proc/PID/cmdline before we signal a PID.
 SUPERVISOR_MARKER = "gpufleet.sandbox.supervisor"
 NSPAWN_MARKER = "systemd-nspawn"
-SANDBOX_PROGRAMS = (SUPERVISOR_MARKER, NSPAWN_MARKER, "apt-cacher-ng", "http.server")
 
 
 def check_root() -> None:
@@ -93,12 +92,8 @@ def wait_for_ssh(address: str, deadline: float) -> bool:
     return False
 
 
-def start_host(index: int, root_image: Path, state_dir: Path) -> HostState:
-    """Give host `index` its network, root and identity, and start its supervisor."""
-    name, address = host_name(index), host_address(index)
-    network.create_host_network(name, address)
-    root = hosts.prepare_host(name, address, root_image, state_dir)
-    pid_file = hosts.host_dir(name, state_dir) / "nspawn.pid"
+def start_supervisor(name: str, state_dir: Path) -> int:
+    """Power a prepared host on: start its supervisor, which boots it; return the PID."""
     command = [
         sys.executable,
         "-m",
@@ -106,18 +101,49 @@ def start_host(index: int, root_image: Path, state_dir: Path) -> HostState:
         "--name",
         name,
         "--root",
-        str(root),
+        str(hosts.host_root(name, state_dir)),
         "--pid-file",
-        str(pid_file),
+        str(hosts.host_dir(name, state_dir) / "nspawn.pid"),
     ]
-    pid = procs.start_detached(command, state_dir / "log" / f"{name}.log")
+    return procs.start_detached(command, state_dir / "log" / f"{name}.log")
+
+
+def start_host(index: int, root_image: Path, state_dir: Path) -> HostState:
+    """Give host `index` its network, root and identity, and start its supervisor."""
+    name, address = host_name(index), host_address(index)
+    network.create_host_network(name, address, network.owner_tag(state_dir))
+    hosts.prepare_host(name, address, root_image, state_dir)
     return HostState(
         name=name,
         address=address,
         ssh_key=str(hosts.client_key(state_dir)),
         known_hosts=str(hosts.known_hosts_file(state_dir)),
-        supervisor_pid=pid,
+        supervisor_pid=start_supervisor(name, state_dir),
+        netns_inode=leader.netns_inode(network.NETNS_DIR / name),
     )
+
+
+def host_inodes(state_dir: Path, state: SandboxState | None) -> list[int]:
+    """The network namespaces of this sandbox's hosts: recorded ones, and tagged ones."""
+    inodes = {host.netns_inode for host in state.hosts} if state is not None else set()
+    for ns in network.sandbox_namespaces(network.owner_tag(state_dir)):
+        inodes.add(leader.netns_inode(network.NETNS_DIR / ns))
+    return sorted(inode for inode in inodes if inode is not None)
+
+
+def container_leaders(state_dir: Path, state: SandboxState | None) -> list[int]:
+    """Live leaders (systemd inside) of this sandbox's hosts, with or without a supervisor."""
+    files = sorted((state_dir / "hosts").glob(f"*/{leader.LEADER_FILE}"))
+    return leader.leaders(files, host_inodes(state_dir, state))
+
+
+def container_processes_in(inodes: list[int]) -> list[int]:
+    return sorted({pid for inode in inodes for pid in leader.netns_processes(inode)})
+
+
+def container_processes(state_dir: Path, state: SandboxState | None) -> list[int]:
+    """Every live process inside this sandbox's hosts' network namespaces."""
+    return container_processes_in(host_inodes(state_dir, state))
 
 
 def wheelhouse_packages(python_version: str) -> list[str]:
@@ -196,6 +222,12 @@ def _up(
     leftovers = _down(state_dir, lambda _m: None)
     if leftovers:
         log(f"cleaned up leftovers of an earlier sandbox: {', '.join(leftovers)}")
+    if (remaining := container_processes(state_dir, None)) or state_file(state_dir).exists():
+        raise SandboxError(
+            f"the earlier sandbox could not be stopped: processes {remaining} still run inside "
+            "its hosts; stop them by PID, then run `gpufleet sandbox down` and `up` again"
+        )
+    network.check_free(network.owner_tag(state_dir))
     spec = image.choose_image(image_name, log=log)
     root_image = image.ensure_image(spec, cache, log=log)
     started = time.monotonic()
@@ -206,7 +238,7 @@ def _up(
     save_state(state, state_dir)  # from here on, `down` can find and stop what we start
     try:
         hosts.ensure_client_key(state_dir)
-        network.create_bridge()
+        network.create_bridge(network.owner_tag(state_dir))
         state.pids["apt_proxy"] = aptproxy.start_apt_proxy(state_dir, cache)
         save_state(state, state_dir)
         for index in range(1, count + 1):
@@ -237,8 +269,9 @@ def _up(
 def down(*, state_dir: Path = STATE_DIR, log: Log = print) -> list[str]:
     """Stop everything the sandbox started, by PID, and remove its mounts, namespaces and links.
 
-    Works from state.json when there is one, and from what is found on the machine (PID files,
-    mounts under the state directory, gfsb-* namespaces and links) when a crash lost it.
+    Works from state.json when there is one, and from what this sandbox left on the machine
+    when a crash lost it: PID files and mounts under the state directory, namespaces and links
+    tagged with it, processes started with its paths. Another sandbox's are never touched.
     Returns what it stopped or removed.
     """
     with procs.exclusive(state_dir / ".lock", "sandbox", log):
@@ -261,18 +294,30 @@ def _down(state_dir: Path, log: Log) -> list[str]:
     stopped += [f"orphaned systemd-nspawn {pid}" for pid in procs.stop_pids(orphans)]
     for pid_file in pid_files:
         pid_file.unlink(missing_ok=True)
+    # A host whose supervisor and nspawn were killed keeps running: its own systemd lives on
+    # (re-parented to this machine's init). Killing PID 1 of its PID namespace ends them all.
+    inodes = host_inodes(state_dir, state)
+    orphaned = container_leaders(state_dir, state)
+    procs.kill_and_wait(orphaned)
+    stopped += [f"orphaned container (leader pid {pid})" for pid in orphaned]
     if state is not None:
         markers = {"apt_proxy": "apt-cacher-ng", "http_server": "http.server"}
         for service, pid in state.pids.items():
             if procs.stop_pid(pid, markers.get(service, str(state_dir)), timeout=10.0):
                 stopped.append(service)
-    # Whatever is still running with our state directory on its command line was started by
-    # a sandbox whose state.json is gone (a crash between start and save, or a deleted file).
-    strays = sandbox_processes(state_dir)
+    # Whatever still runs with our state directory in its arguments was started by a sandbox
+    # whose state.json is gone (a crash between start and save, or a deleted file).
+    strays = ours.sandbox_processes(state_dir)
     stray_pids = procs.stop_pids([(pid, line) for pid, line in strays], timeout=10.0)
     stopped += [f"stray process {pid}" for pid in stray_pids]
     stopped += [f"mount {m}" for m in hosts.unmount_all(state_dir)]
-    stopped += network.remove_network()
+    deadline = time.monotonic() + 10.0  # a killed init's namespace empties after it, not with it
+    while (remaining := container_processes_in(inodes)) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    if remaining:  # keep the record, so `status` and `leftovers` still see them
+        log(f"sandbox down: processes still run inside the hosts: {remaining}")
+        return stopped
+    stopped += network.remove_network(network.owner_tag(state_dir))
     hosts.remove_host_dirs(state_dir)
     state_file(state_dir).unlink(missing_ok=True)
     if stopped:
@@ -280,23 +325,19 @@ def _down(state_dir: Path, log: Log) -> list[str]:
     return stopped
 
 
-def sandbox_processes(state_dir: Path = STATE_DIR) -> list[tuple[int, str]]:
-    """Live processes that belong to a sandbox under `state_dir`: their command lines name
-    both one of the sandbox's programs and a path inside the state directory."""
-    found = []
-    for proc_dir in Path("/proc").iterdir():
-        if not proc_dir.name.isdigit() or int(proc_dir.name) == os.getpid():
-            continue
-        line = procs.cmdline(int(proc_dir.name))
-        if f"{state_dir}/" in line and any(program in line for program in SANDBOX_PROGRAMS):
-            found.append((int(proc_dir.name), line))
-    return found
-
-
 def leftovers(state_dir: Path = STATE_DIR) -> list[str]:
     """What of a sandbox is still on this machine (empty after a clean `down`)."""
-    found = [f"netns {ns}" for ns in network.sandbox_namespaces()]
-    found += [f"link {link}" for link in network.sandbox_links()]
+    tag = network.owner_tag(state_dir)
+    found = [f"netns {ns}" for ns in network.sandbox_namespaces(tag)]
+    found += [f"link {link}" for link in network.sandbox_links(tag)]
     found += [f"mount {m}" for m in hosts.sandbox_mounts(state_dir)]
-    found += [f"process {pid}: {line[:120]}" for pid, line in sandbox_processes(state_dir)]
+    found += [f"process {pid}: {line[:120]}" for pid, line in ours.sandbox_processes(state_dir)]
+    try:
+        state: SandboxState | None = load_state(state_dir)
+    except SandboxError:
+        state = None
+    found += [
+        f"process {pid} inside a host: {procs.cmdline(pid)[:100]}"
+        for pid in container_processes(state_dir, state)
+    ]
     return found

@@ -24,6 +24,17 @@ def cmdline(pid: int) -> str:
     return raw.replace(b"\0", b" ").decode(errors="replace").strip()
 
 
+def argv(pid: int) -> list[str]:
+    """The process's arguments as it was started, or [] when there is no such live process."""
+    if not cmdline(pid):
+        return []
+    try:
+        raw = Path(f"/proc/{pid}/cmdline").read_bytes()
+    except (FileNotFoundError, ProcessLookupError):
+        return []
+    return [part.decode(errors="replace") for part in raw.split(b"\0")[:-1]]
+
+
 def is_ours(pid: int | None, marker: str) -> bool:
     """True when `pid` is alive and its command line contains `marker` (guards against a PID
     that was reused by an unrelated process after a crash)."""
@@ -94,6 +105,27 @@ def stop_pids(pids: list[tuple[int | None, str]], timeout: float = 30.0) -> list
                 os.kill(pid, signal.SIGKILL)
             wait_gone(pid, 5.0)
     return ours
+
+
+def alive(pid: int) -> bool:
+    """True while the process exists and has not exited (a PID namespace's init that was killed
+    has no command line left while it waits for the namespace's other processes to die)."""
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except (FileNotFoundError, ProcessLookupError, IndexError):
+        return False
+    return state not in ("Z", "X")
+
+
+def kill_and_wait(pids: list[int], timeout: float = 10.0) -> None:
+    """SIGKILL each PID now (a power cut), then wait until each has exited."""
+    for pid in pids:
+        with suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)
+    deadline = time.monotonic() + timeout
+    for pid in pids:
+        while alive(pid) and time.monotonic() < deadline:
+            time.sleep(0.05)
 
 
 def read_pid(path: Path) -> int | None:

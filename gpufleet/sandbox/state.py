@@ -66,6 +66,8 @@ class HostState:
     ssh_key: str = ""
     known_hosts: str = ""
     supervisor_pid: int | None = None
+    # identifies the host's network namespace even after its name is gone (see leader.py)
+    netns_inode: int | None = None
 
 
 @dataclass

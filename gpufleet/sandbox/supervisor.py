@@ -20,6 +20,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from types import FrameType
 
+from gpufleet.sandbox import cgroups, leader
 from gpufleet.sandbox.network import NETNS_DIR
 
 CLONE_NEWTIME = 0x80  # <linux/sched.h>; time namespaces since Linux 5.6
@@ -68,10 +69,19 @@ class Supervisor:
         self.name = name
         self.root = root
         self.pid_file = pid_file
+        # The container's own init, recorded beside nspawn's PID at each boot: it outlives a
+        # killed nspawn, so `status`, `stop` and `down` look for it.
+        self.leader_file = pid_file.with_name(leader.LEADER_FILE)
         self.child: subprocess.Popen[bytes] | None = None
         self.stopping_since: float | None = None
         # What runs in systemd-nspawn's process before exec (tests replace it).
-        self.preexec: Callable[[], None] | None = fresh_boot_clock
+        self.preexec: Callable[[], None] | None = self.before_exec
+        self.cgroups: list[Path] = []
+
+    def before_exec(self) -> None:
+        """In nspawn's process: its own cgroups (see cgroups.py), a fresh boot clock."""
+        cgroups.join(self.cgroups)
+        fresh_boot_clock()
 
     def on_sigterm(self, signum: int, frame: FrameType | None) -> None:
         # Only note the time: the polling loop forwards it, whatever state the child is in.
@@ -80,14 +90,23 @@ class Supervisor:
 
     def boot_once(self) -> int:
         """Run systemd-nspawn until it exits; kill it if a shutdown overruns the timeout."""
+        if self.preexec == self.before_exec:
+            self.cgroups = cgroups.prepare(self.name)
+            if not self.cgroups:
+                log(f"{self.name}: no cgroup of its own could be made; booting in this one")
         self.child = subprocess.Popen(
             nspawn_command(self.name, self.root),
             stdin=subprocess.DEVNULL,
             preexec_fn=self.preexec,
         )
         self.pid_file.write_text(f"{self.child.pid}\n")
+        self.leader_file.unlink(missing_ok=True)
         forwarded = False
+        leader_seen = False
         while (status := self.child.poll()) is None:
+            if not leader_seen and (found := leader.container_leader(self.child.pid)):
+                leader.record(self.leader_file, found)
+                leader_seen = True
             if self.stopping_since is not None and not forwarded:
                 self.child.send_signal(signal.SIGTERM)  # the container's systemd powers off
                 forwarded = True
@@ -135,6 +154,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     log(f"{args.name}: booting {args.root}")
     status = supervisor.run()
     supervisor.pid_file.unlink(missing_ok=True)
+    supervisor.leader_file.unlink(missing_ok=True)
+    for path in supervisor.cgroups:
+        cgroups.remove_tree(path)
     return status
 
 

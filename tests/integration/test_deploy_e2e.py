@@ -248,10 +248,6 @@ def test_validation_payload_installed(
     assert imported.rc == 0, imported.stderr
 
 
-# Units that the deploy installs or enables.
-DEPLOY_UNIT_PREFIXES = ("nvidia-", "gpufleet-", "prometheus-node-exporter")
-
-
 @pytest.mark.parametrize("name", GOOD)
 def test_services_and_timers_enabled_and_running(
     first_run: Run, sandbox: Sandbox, name: str
@@ -261,11 +257,12 @@ def test_services_and_timers_enabled_and_running(
         service = node.service(unit)
         assert service.is_enabled, f"{unit} not enabled on {name}"
         assert service.is_running, f"{unit} not running on {name}"
-    # No unit the deploy installs may have failed. Units of the sandbox's own minimal image
-    # (e.g. systemd-user-sessions, seen failing once in four boots) are not the deploy's.
+    # No unit may have failed: the sandbox's own units no longer fail at boot (each host's
+    # systemd has a cgroup of its own, gpufleet/sandbox/cgroups.py), so any failure counts.
     failed = node.run("systemctl --failed --no-legend --plain").stdout.split("\n")
-    ours = [line for line in failed if line.split(" ", 1)[0].startswith(DEPLOY_UNIT_PREFIXES)]
-    assert ours == [], node.run("journalctl -p err -b --no-pager | tail -n 20").stdout
+    assert [line for line in failed if line.strip()] == [], node.run(
+        "journalctl -p err -b --no-pager | tail -n 20"
+    ).stdout
 
 
 def test_refused_host_left_untouched(first_run: Run, sandbox: Sandbox) -> None:

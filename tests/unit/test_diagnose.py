@@ -12,7 +12,7 @@ import pytest
 from gpufleet import cli
 from gpufleet.commands.diagnose import main
 from gpufleet.parsers import diagnose
-from gpufleet.parsers.diagnosis import DIAGNOSIS_CODES, SEVERITIES
+from gpufleet.parsers.diagnosis import DIAGNOSIS_CODES, SEVERITIES, codes_markdown
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "diagnose"
 ALL = sorted(p.name for p in FIXTURES.glob("*.txt"))
@@ -43,7 +43,25 @@ EXPECTED = {
     "gpu-unsupported-by-driver.txt": ["gpu-unsupported-by-driver"],
     "healthy-tf-gpu.txt": ["tf-gpu-device-created"],
     "healthy-tf-gpu-numa.txt": ["numa-node-negative", "tf-gpu-device-created"],
+    # the fault-injection campaign's failures (issue 11 item 12)
+    "campaign-dpkg-killed.txt": ["dpkg-interrupted"],
+    "campaign-dpkg-interrupted-rerun.txt": ["dpkg-interrupted"],
+    "campaign-link-cut.txt": ["apt-fetch-network-error"],
+    "campaign-enospc.txt": ["no-space-left"],
+    "campaign-half-installed-env.txt": ["python-env-half-installed"],
+    "campaign-apt-404.txt": ["apt-fetch-404"],
+    "campaign-version-not-found.txt": ["apt-version-not-found"],
+    "campaign-key-fingerprint.txt": ["repo-key-fingerprint-mismatch"],
+    "campaign-repo-resigned.txt": ["apt-repo-not-signed"],
+    "campaign-repo-resigned-second-run.txt": ["apt-unable-to-locate"],
+    "campaign-repo-resigned-provisioned.txt": ["apt-repo-not-signed"],
+    "campaign-dpkg-lock.txt": ["apt-dpkg-lock-held"],
+    "campaign-two-deploys.txt": ["apt-unable-to-locate", "apt-dpkg-lock-held"],
+    "campaign-reboot-timeout.txt": ["reboot-timeout"],
+    "campaign-host-unreachable-deploy.txt": ["ssh-connection-lost"],
+    "campaign-host-unreachable-validate.txt": ["ssh-connection-lost"],
 }
+CAMPAIGN = [name for name in EXPECTED if name.startswith("campaign-")]
 
 
 def test_every_fixture_names_its_source_and_expectation():
@@ -149,3 +167,106 @@ def test_codes_table_lists_every_code(capsys):
     table = capsys.readouterr().out
     rows = [line for line in table.splitlines() if line.startswith("| `")]
     assert [row.split("`")[1] for row in rows] == list(DIAGNOSIS_CODES)
+
+
+# --- linear time on long lines (issue 10, finding 19) ------------------------------------------
+
+
+def _repeats(tree, nested: bool = False):
+    """Every repeat in a parsed regex as (max, nested-inside-another-repeat)."""
+    import re._constants as sre  # the parser's own opcodes, to walk its tree
+
+    for op, arg in tree:
+        if op in (sre.MAX_REPEAT, sre.MIN_REPEAT, sre.POSSESSIVE_REPEAT):
+            _low, high, sub = arg
+            yield high, nested
+            yield from _repeats(sub, True)
+        elif op == sre.SUBPATTERN:
+            yield from _repeats(arg[-1], nested)
+        elif op == sre.BRANCH:
+            for branch in arg[1]:
+                yield from _repeats(branch, nested)
+
+
+def test_finding_19_no_fragment_has_an_unbounded_or_nested_repeat():
+    """Each fragment is searched once per line, so bounded, unnested repeats keep the work
+    linear in the line's length; `.*` only ever joins fragments."""
+    import re._constants as sre
+    import re._parser
+
+    from gpufleet.parsers.diagnosis import SIGNATURE_PATTERNS, compile_signature
+
+    offenders = []
+    for code, patterns in SIGNATURE_PATTERNS.items():
+        for pattern in patterns:
+            for fragment in compile_signature(pattern):
+                for high, nested in _repeats(re._parser.parse(fragment.pattern)):
+                    if high == sre.MAXREPEAT or high > 200 or nested:
+                        offenders.append((code, fragment.pattern))
+    assert offenders == []
+
+
+def _hostile_line(size: int) -> str:
+    """A line built to make backtracking patterns work hard: many partial matches of the
+    nouveau, unsupported-GPU and TensorFlow-device signatures, none of them complete."""
+    pieces = (
+        "NVRM: nouveau ",
+        "NVRM: The NVIDIA GPU 0000:01:00.0 (PCI ID: 10de:1b38) ",
+        "Created device /job:x",
+        "Loaded runtime CuDNN library: 9 ",
+    )
+    unit = "".join(pieces)
+    return (unit * (size // len(unit) + 1))[:size]
+
+
+def _seconds(text: str) -> float:
+    import time
+
+    best = float("inf")
+    for _ in range(3):
+        started = time.perf_counter()
+        diagnose(text)
+        best = min(best, time.perf_counter() - started)
+    return best
+
+
+def test_finding_19_a_1_mib_line_is_read_in_linear_time():
+    small, big = _hostile_line(128 * 1024), _hostile_line(1024 * 1024)
+    ratio = _seconds(big) / _seconds(small)
+    print(f"\ndiagnose, hostile line: 1 MiB / 128 KiB time ratio {ratio:.1f} (linear: 8)")
+    # 8x the input: about 8x the work when linear, 64x when quadratic as before the fix.
+    assert ratio < 24
+
+
+def test_finding_19_long_lines_still_give_the_right_findings():
+    nouveau = (
+        "NVRM: This can occur when a driver such as: nouveau, rivafb, nvidiafb or rivatv "
+        "was loaded and obtained ownership of the NVIDIA device(s)."
+    )
+    text = _hostile_line(1024 * 1024) + "\n" + "x" * (1024 * 1024) + " " + nouveau + "\n"
+    findings = diagnose(text)
+    assert [(f.code, f.line_number, f.count) for f in findings] == [("nouveau-owns-gpu", 2, 1)]
+
+
+# --- the campaign's provisioning failures (issue 11 item 12) ------------------------------------
+
+
+@pytest.mark.parametrize("name", CAMPAIGN)
+def test_campaign_failure_is_an_error_with_a_fix_and_exit_1(name, capsys):
+    assert main([str(FIXTURES / name)]) == 1
+    out = capsys.readouterr().out
+    assert "No known failure signature" not in out and "fix: " in out
+
+
+def test_dpkg_interrupted_says_to_configure_it():
+    (finding,) = diagnose(fixture("campaign-dpkg-killed.txt"))
+    assert finding.line_number == 1 and finding.count == 2
+    assert "dpkg --configure -a" in finding.fix
+
+
+def test_readme_troubleshooting_table_is_the_code_table():
+    """The README lists every code with the same severity, meaning and fix as the code."""
+    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text(encoding="utf-8")
+    troubleshooting = readme.split("## Troubleshooting", 1)[1]
+    missing = [row for row in codes_markdown().splitlines() if row not in troubleshooting]
+    assert missing == []

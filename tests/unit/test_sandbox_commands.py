@@ -42,7 +42,7 @@ def test_unknown_image_names_the_choices() -> None:
 
 
 def test_host_network_has_no_default_route() -> None:
-    commands = network.host_network_commands("gfsb-h3", "10.231.7.13")
+    commands = network.host_network_commands("gfsb-h3", "10.231.7.13", "gpufleet-sandbox:/s")
     assert ["ip", "netns", "add", "gfsb-h3"] in commands
     assert ["ip", "-n", "gfsb-h3", "addr", "add", "10.231.7.13/24", "dev", "eth0"] in commands
     assert not any("route" in command for command in commands)

@@ -78,3 +78,49 @@ def test_sigterm_is_forwarded_and_ends_supervision(
     assert sup.run() == 0
     assert marker.read_text() == "terminated"
     assert (tmp_path / "nspawn.pid").read_text().strip().isdigit()
+
+
+def test_a_namespace_init_is_told_from_its_status() -> None:
+    from gpufleet.sandbox import leader
+
+    assert leader.is_namespace_init("Name:\tsystemd\nNSpid:\t4242\t1\n")
+    assert not leader.is_namespace_init("Name:\tsshd\nNSpid:\t4250\t57\n")
+    assert not leader.is_namespace_init("Name:\tbash\nNSpid:\t77\n")  # this machine's own
+
+
+def test_a_recorded_leader_counts_only_while_that_very_process_runs(tmp_path: Path) -> None:
+    import subprocess
+
+    from gpufleet.sandbox import leader
+
+    child = subprocess.Popen(["sleep", "30"])
+    record = tmp_path / leader.LEADER_FILE
+    try:
+        leader.record(record, child.pid)
+        assert leader.recorded(record) == child.pid
+        pid, start = record.read_text().split()
+        record.write_text(f"{pid} {int(start) + 1}\n")  # the same PID, another process
+        assert leader.recorded(record) is None
+    finally:
+        child.kill()
+        child.wait()
+    leader.record(record, child.pid)
+    assert leader.recorded(record) is None
+
+
+def test_each_host_gets_cgroups_of_its_own(tmp_path: Path) -> None:
+    """On a hybrid machine: the named systemd hierarchy and the unified one (stand-in tree)."""
+    from gpufleet.sandbox import cgroups
+
+    for hierarchy in ("systemd", "unified"):
+        (tmp_path / hierarchy).mkdir()
+        (tmp_path / hierarchy / "cgroup.procs").write_text("")
+    made = cgroups.prepare("gfsb-h2", tmp_path)
+    assert made == [
+        tmp_path / "systemd/gpufleet-sandbox/gfsb-h2",
+        tmp_path / "unified/gpufleet-sandbox/gfsb-h2",
+    ]
+    assert all(path.is_dir() for path in made)
+    (made[0] / "payload").mkdir()
+    cgroups.remove_tree(made[0])
+    assert not made[0].exists()
