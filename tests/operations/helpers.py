@@ -29,6 +29,4 @@ def run_operation(
 ) -> tuple[list[str], str | None]:
     """Like ``operation_commands``, with each command as the raw text the host would run."""
     commands, noop = operation_commands(operation, facts, **kwargs)
-    return [
-        c.get_raw_value() if isinstance(c, StringCommand) else str(c) for c in commands
-    ], noop
+    return [c.get_raw_value() if isinstance(c, StringCommand) else str(c) for c in commands], noop
