@@ -204,8 +204,9 @@ def install(
         options.append("--no-install-recommends")
     if allow_change:
         options += ["--allow-change-held-packages", "--allow-downgrades"]
+    # "--": a package argument can never be read as an option (apt-get install --version).
     install_command = StringCommand(
-        APT_GET, "install", *options, *[QuoteString(p) for p in missing]
+        APT_GET, "install", *options, "--", *[QuoteString(p) for p in missing]
     )
     # Package lists older than a newly pinned version: refresh them once and try again.
     yield StringCommand(install_command, "|| { apt-get update &&", install_command, "; }")
@@ -234,6 +235,7 @@ def remove(packages: list[str], purge: bool = True):
         APT_GET,
         "purge" if purge else "remove",
         "--allow-change-held-packages",
+        "--",
         *[QuoteString(name) for name in present],
     )
 
@@ -261,7 +263,7 @@ def held(package: str, on_hold: Collection[str], hold: bool = True):
     if (name in on_hold) == hold:
         host.noop(f"{name} already {'held' if hold else 'not held'}")
         return
-    yield StringCommand("apt-mark", "hold" if hold else "unhold", QuoteString(name))
+    yield StringCommand("apt-mark", "hold" if hold else "unhold", "--", QuoteString(name))
 
 
 def upstream_version(version: str) -> str:
@@ -278,7 +280,7 @@ if [ -z "$v" ]; then
   exit 1
 fi
 DEBIAN_FRONTEND=noninteractive apt-get -y --allow-downgrades --allow-change-held-packages \
-  install "$1=$v"
+  install -- "$1=$v"
 """
 
 

@@ -44,13 +44,14 @@ EXPECTATION_KEYS = ("tf_version", "gpu_count", "gpu_less", "thresholds")
 
 
 def systemd_quote(value: str) -> str:
-    """One ExecStart= argument, double-quoted for systemd (``%`` doubled: it starts specifiers).
+    """One ExecStart= argument, double-quoted for systemd (``%`` and ``$`` doubled: they start
+    specifiers and variable expansions).
 
     Example: ``systemd_quote("/opt/my dir")`` -> ``"/opt/my dir"`` with the quotes.
     """
     if any(ch in value for ch in "\n\r\0"):
         raise DeployError(f"{value!r} holds a line break or NUL; systemd cannot run it")
-    escaped = value.replace("\\", "\\\\").replace('"', '\\"').replace("%", "%%")
+    escaped = value.replace("\\", "\\\\").replace('"', '\\"').replace("%", "%%").replace("$", "$$")
     return f'"{escaped}"'
 
 
