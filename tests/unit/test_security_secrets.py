@@ -23,18 +23,26 @@ SECRETS = {
     "nvidia_repo_key_url": "https://KYUSER:KYPASS5@mirror.example/k.pub?token=KYTOKEN6",
     "miniforge_url": "https://MFUSER:MFPASS7@mirror.example/Miniforge3.sh?sig=MFTOKEN8",
 }
-WORDS = re.findall(r"[A-Z]{2}(?:USER|PASS\d|TOKEN\d)", " ".join(SECRETS.values()))
+# A login without a password (a token as the user name): not masked by older gpufleet.
+TOKEN_ONLY = {"apt_proxy": "http://PXTOKEN9@proxy.example:3128"}
+WORDS = re.findall(
+    r"[A-Z]{2}(?:USER|PASS\d|TOKEN\d)", " ".join([*SECRETS.values(), *TOKEN_ONLY.values()])
+)
 
 
 @pytest.fixture(scope="module")
 def inventory(tmp_path_factory):
     path = tmp_path_factory.mktemp("secrets") / "inventory.py"
-    return write_inventory(path, {"mirrored": FakeGpuHost(inventory=dict(SECRETS))})
+    hosts = {
+        "mirrored": FakeGpuHost(inventory=dict(SECRETS)),
+        "token-proxy": FakeGpuHost(inventory=dict(TOKEN_ONLY)),
+    }
+    return write_inventory(path, hosts)
 
 
 @pytest.mark.parametrize("mode", [["--dry"], ["-y"]], ids=["plan", "apply"])
 def test_finding08_no_credential_is_printed(inventory, mode):
-    assert len(WORDS) == 13
+    assert len(WORDS) == 14
     result = run_pyinfra(inventory, *mode, "-vv", "--debug")
     output = result.stdout + result.stderr
     assert result.returncode == 0, output[-3000:]
@@ -48,6 +56,8 @@ def test_finding08_files_with_credentials_are_written_mode_600(inventory):
     output = result.stdout + result.stderr
     assert result.returncode == 0, output[-3000:]
     # files.content's writer: `... gpufleet-write PATH MODE`; apt's login and proxy files.
-    writes = dict(re.findall(r"gpufleet-write (\S+) (\d+)", output))
+    blocks = re.split(r"\n(?=\[@fake/)", output)  # -vv: one block per printed command
+    mirrored = "\n".join(b for b in blocks if b.startswith("[@fake/mirrored]"))
+    writes = dict(re.findall(r"gpufleet-write (\S+) (\d+)", mirrored))
     assert writes[nvidia_repo.APT_AUTH] == "600"
     assert writes[nvidia_repo.APT_PROXY] == "600"
