@@ -75,11 +75,17 @@ def content(path: str, text: str | HiddenValue, mode: str = "644", present: bool
     # The content travels on stdin (base64) into a new mode-600 file beside the target, which
     # gets its mode and then replaces the target in one rename: no temp file in /tmp that a
     # local user could pre-create, no secret in any command line, no moment at a wider mode.
-    yield StringCommand(
+    yield write_command(path, raw, mode)
+
+
+def write_command(path: str, text: str, mode: str) -> StringCommand:
+    """The command writing ``text`` to ``path`` at ``mode`` (octal) as ``content`` does: the
+    text on stdin, a new file beside the target renamed over it."""
+    return StringCommand(
         "sh -c",
         QuoteString(_WRITE),
         "gpufleet-write",
         QuoteString(path),
         mode,
-        _stdin=encoded(raw),
+        _stdin=encoded(text),
     )

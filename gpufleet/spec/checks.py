@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import posixpath
 import re
 import types
@@ -203,8 +204,37 @@ def value_errors(key: str, value: Any, shown: str) -> list[str]:
         ]
     if key == "miniforge_sha256":
         return _sha256_errors(value)
+    if key == "thresholds":
+        return threshold_errors(value)
     if isinstance(value, str):
         return _format_errors(key, value)
+    return []
+
+
+def threshold_errors(value: dict[str, Any]) -> list[str]:
+    """Threshold overrides the host's periodic run will accept: known names (the payload's
+    thresholds.toml), finite numbers of 0 or more. Refused here, not daily on every host."""
+    bad = [
+        name
+        for name, number in value.items()
+        if isinstance(number, bool)
+        or not isinstance(number, (int, float))
+        or not math.isfinite(number)
+        or number < 0
+    ]
+    if bad:
+        return [
+            f"thresholds {', '.join(map(repr, bad))} must be numbers of 0 or more. Fix: e.g. "
+            "thresholds = {'xla_speedup_min': 1.2}."
+        ]
+    # The validation package ships with gpufleet (the payload); imported here only, as
+    # validate/runner.py does, so the spec does not load it for every other key.
+    from validation.thresholds import ThresholdsError, load_thresholds
+
+    try:
+        load_thresholds(None, None, value)
+    except ThresholdsError as exc:
+        return [f"thresholds: {exc}"]
     return []
 
 

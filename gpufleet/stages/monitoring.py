@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import posixpath
 import re
 from collections.abc import Mapping
 
@@ -144,11 +143,8 @@ def unit_files(units: Mapping[str, str | None], restart: list[str] | None = None
         if current and current["sha256"] == wanted and current["mode"] == "644":
             continue
         changed.append(path)
-        yield StringCommand("mkdir -p", QuoteString(posixpath.dirname(path)))
-        # printf through the remote shell: one round trip and no temp file; the text holds no
-        # secret (unit files are world-readable anyway).
-        yield StringCommand("printf '%s'", QuoteString(text), ">", QuoteString(path))
-        yield StringCommand("chmod 644", QuoteString(path))
+        # One round trip, no temp file in /tmp, replaced in one rename at mode 644.
+        yield gpufleet_files.write_command(path, text, "644")
     if not changed:
         host.noop(f"{', '.join(sorted(units))} up to date")
         return

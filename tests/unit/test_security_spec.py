@@ -80,12 +80,17 @@ def test_finding05_hostile_env_name_runs_no_command(tmp_path, name):
         {"reboot_timeout_s": 10**12},
         {"periodic_schedule": "daily; rm -rf /"},
         {"apt_proxy": "http://u:p@[::1"},
+        {"thresholds": {"xla_speedup_minimum": 1.2}},
+        {"thresholds": {"xla_speedup_min": "fast"}},
+        {"thresholds": {"xla_speedup_min": -1}},
+        {"thresholds": {"xla_speedup_min": float("nan")}},
+        {"env_name": "tf\udcff"},
     ],
 )
 def test_finding18_wrong_values_are_refused_with_a_fix(data):
     message = refused(data)
     assert next(iter(data)) in message
-    assert "Fix" in message or "is not" in message or "has" in message
+    assert any(word in message for word in ("Fix", "is not", "has", "did you mean", "must"))
     assert "Traceback" not in message
 
 
@@ -225,3 +230,20 @@ def test_finding09_secrets_reach_pip_through_its_environment_not_argv(tmp_path):
     assert f"PIP_INDEX_URL={index}" in out.stdout
     assert f"https_proxy={proxy}" in out.stdout
     assert secret_lines(proxy=proxy, index_url=index) == pip.connector_arguments["_stdin"]
+
+
+def test_finding20_host_escape_sequences_do_not_reach_the_terminal():
+    # Deploy side of finding 20: the probe's answers (printed in plans and refusals).
+    from gpufleet.stages.host_probe import parse_probe
+
+    state = parse_probe(
+        [
+            "##gpufleet-probe:os",
+            "ID=ubuntu",
+            'PRETTY_NAME="Ubuntu\x1b]0;TITLE-SET-BY-HOST\x07 22.04\x9b31m"',
+            "##gpufleet-probe:kernel",
+            "5.15.0-91-generic\x1b[2J",
+        ]
+    )
+    assert state.os_pretty == "Ubuntu]0;TITLE-SET-BY-HOST 22.0431m"
+    assert state.kernel == "5.15.0-91-generic[2J"
