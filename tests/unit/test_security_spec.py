@@ -247,3 +247,30 @@ def test_finding20_host_escape_sequences_do_not_reach_the_terminal():
     )
     assert state.os_pretty == "Ubuntu]0;TITLE-SET-BY-HOST 22.0431m"
     assert state.kernel == "5.15.0-91-generic[2J"
+
+
+def test_finding09_download_urls_and_proxy_are_not_in_the_command_line():
+    url = "https://u:K3YPW@mirror.example/k.pub?token=K3YTOKEN"
+    proxy = "http://u:PR0XYPW@proxy.example:3128"
+    repository, _ = operation_commands(
+        "apt.repository",
+        {"probes.KeyringFingerprints": {"path=/k.gpg": []}, "probes.FileDigest": {"path=/s": None}},
+        key_url=url,
+        fingerprint="EB693B3035CD5710E231E123A4B469963BF863CC",
+        keyring="/k.gpg",
+        sources="/s",
+        sources_text="Types: deb\nURIs: https://mirror.example/\nSuites: /\n",
+        proxy=proxy,
+    )
+    (miniforge,) = operation_commands(
+        "python.miniforge",
+        {"probes.PathExists": {"path=/opt/x/bin/conda": False}},
+        url=url,
+        sha256="0" * 64,
+        root="/opt/x",
+        proxy=proxy,
+    )[0]
+    for command in (repository[0], miniforge):
+        for secret in ("K3YPW", "K3YTOKEN", "PR0XYPW"):
+            assert secret not in command.get_raw_value()
+            assert secret in command.connector_arguments["_stdin"]
