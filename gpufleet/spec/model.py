@@ -272,6 +272,8 @@ def _unknown_key_error(key: str) -> SpecError:
 
 
 def _show(key: str, value: Any) -> str:
+    if key in urls.URL_KEYS and isinstance(value, str):
+        return repr(urls.redacted(value))  # login and query hidden, the rest helps the fix
     return "'***'" if FIELDS[key].metadata["secret"] else repr(value)
 
 

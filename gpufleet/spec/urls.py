@@ -33,7 +33,7 @@ def url_errors(key: str, value: str, shown: str = "'***'") -> list[str]:
     """What is wrong with a URL key's value; ``shown`` stands for the value in messages (never
     the value itself: it may hold a password)."""
     fix = "Fix: give the full URL, e.g. http://proxy.example:3128"
-    key = f"{key} = {shown}"
+    name, key = key, f"{key} = {shown}"
     if not _URL_CHARS.fullmatch(value):
         return [
             f"{key} holds a space, quote, ';', '$', backslash or control character. {fix}, "
@@ -44,7 +44,7 @@ def url_errors(key: str, value: str, shown: str = "'***'") -> list[str]:
         port = parts.port
     except ValueError as exc:
         return [f"{key} is not a valid URL ({exc}). {fix}."]
-    schemes = _SCHEMES.get(key, _DEFAULT_SCHEMES)
+    schemes = _SCHEMES.get(name, _DEFAULT_SCHEMES)
     if parts.scheme not in schemes:
         kinds = "an http(s):// or file://" if "file" in schemes else "an http(s)://"
         return [f"{key} is not {kinds} URL. {fix}."]
@@ -55,11 +55,9 @@ def url_errors(key: str, value: str, shown: str = "'***'") -> list[str]:
         return []
     if not (_HOST.fullmatch(host) or _IPV6.fullmatch(f"[{host}]")) or port == 0:
         return [f"{key} has no valid host name (or port). {fix}."]
-    if key.startswith("apt_proxy ") and (
-        parts.path not in ("", "/") or parts.query or parts.fragment
-    ):
+    if name == "apt_proxy" and (parts.path not in ("", "/") or parts.query or parts.fragment):
         return [f"{key} has a path, query or fragment; a proxy is scheme://[user:pw@]host:port."]
-    if key.startswith("nvidia_repo_url ") and (parts.query or parts.fragment):
+    if name == "nvidia_repo_url" and (parts.query or parts.fragment):
         return [
             f"{key} has a query or fragment, which apt cannot use. Fix: give the repository's "
             "base URL; a login goes in as https://user:password@host/path."
@@ -68,6 +66,27 @@ def url_errors(key: str, value: str, shown: str = "'***'") -> list[str]:
         if part is not None and not _LOGIN.fullmatch(unquote(part) or "x"):
             return [f"{key} has a user name or password with a space or control character."]
     return []
+
+
+def redacted(url: str) -> str:
+    """The URL as messages may show it: login and query replaced by ``***``, or ``***`` alone
+    when it cannot be shown safely (unparseable, or characters a terminal would act on).
+
+    Example: ``redacted("https://u:pw@m.example/x?token=t") == "https://***@m.example/x?***"``
+    """
+    if not _URL_CHARS.fullmatch(url):
+        return "***"
+    try:
+        parts = urlsplit(url)
+    except ValueError:
+        return "***"
+    netloc = parts.netloc
+    if "@" in url and "@" not in netloc:
+        return "***"  # a login where urlsplit sees none (no scheme): hide it all
+    if "@" in netloc:
+        netloc = "***@" + netloc.rpartition("@")[2]
+    query = "***" if parts.query else ""
+    return urlunsplit((parts.scheme, netloc, parts.path, query, "***" if parts.fragment else ""))
 
 
 def has_secret(url: str | None) -> bool:

@@ -274,3 +274,11 @@ def test_finding09_download_urls_and_proxy_are_not_in_the_command_line():
         for secret in ("K3YPW", "K3YTOKEN", "PR0XYPW"):
             assert secret not in command.get_raw_value()
             assert secret in command.connector_arguments["_stdin"]
+
+
+def test_finding08_messages_show_urls_with_login_and_query_hidden():
+    message = refused({"nvidia_repo_url": "ftp://repouser:REPOPASS3@mirror.example/cuda"})
+    assert "'ftp://***@mirror.example/cuda'" in message and "REPOPASS3" not in message
+    message = refused({"pip_index_url": "gopher://pypi.example/simple?token=QTOKEN8"})
+    assert "'gopher://pypi.example/simple?***'" in message and "QTOKEN8" not in message
+    assert "hunter2" not in refused({"apt_proxy": "user:hunter2@proxy:3128"})
