@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import hashlib
+import re
 from collections.abc import Collection
 
 from pyinfra import host
-from pyinfra.api import OperationError, QuoteString, StringCommand, operation
+from pyinfra.api import HiddenValue, OperationError, QuoteString, StringCommand, operation
 from pyinfra.facts.deb import DebPackages
 
 from gpufleet.operations.probes import (
@@ -14,6 +15,7 @@ from gpufleet.operations.probes import (
     KeyringFingerprints,
     planning_fact,
 )
+from gpufleet.operations.stdin import FETCH, PRIVATE_TMP, SECRET_ENV, secret_lines
 
 # apt-get without prompts; keep locally changed config files, as an unattended run must.
 APT_GET = (
@@ -21,40 +23,91 @@ APT_GET = (
     "-o Dpkg::Options::=--force-confold"
 )
 
-# Downloads the key, refuses it unless its primary fingerprint is the expected one, and stores
-# it de-armored (apt reads a binary keyring under any name; an armored one only as *.asc).
-_FETCH_KEY = r"""set -e
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-curl -fsSL --retry 3 -o "$tmp/key" "$1"
+# Downloads the key into a private directory and installs it only when the file holds exactly
+# one primary key, the expected one; what is installed is that key alone, exported again by gpg
+# (so no other key or packet that came with the file reaches apt's Signed-By keyring). apt reads
+# a binary keyring under any name; an armored one only as *.asc. $1: fingerprint, $2: keyring;
+# stdin: proxy, pip index (unused), key URL (stdin.FETCH).
+_FETCH_KEY = (
+    "set -e\n"
+    + PRIVATE_TMP
+    + SECRET_ENV
+    + "name=key\n"
+    + FETCH
+    + r"""export GNUPGHOME="$tmp/gnupg"
+mkdir -m 700 "$GNUPGHOME"
+trap 'gpgconf --kill all >/dev/null 2>&1 || true; rm -rf "$tmp"' EXIT
+primaries() {
+  gpg --batch --with-colons --show-keys "$1" 2>/dev/null \
+    | awk -F: '$1=="pub"{want=1} $1=="fpr"&&want{printf "%s ", toupper($10); want=0}'
+}
 if grep -q 'BEGIN PGP PUBLIC KEY BLOCK' "$tmp/key"; then
-  gpg --batch --homedir "$tmp" --dearmor < "$tmp/key" > "$tmp/key.gpg"
+  gpg --batch --dearmor < "$tmp/key" > "$tmp/key.gpg"
 else
   cp "$tmp/key" "$tmp/key.gpg"
 fi
-found=$(gpg --batch --homedir "$tmp" --with-colons --show-keys "$tmp/key.gpg" 2>/dev/null \
-  | awk -F: '$1=="fpr"{print toupper($10); exit}')
-if [ "$found" != "$2" ]; then
-  echo "gpufleet: the key at $1 has fingerprint ${found:-<none>}, expected $2;" \
-    "not trusting it. Fix: check nvidia_repo_key_url and nvidia_repo_key_fingerprint." >&2
+found=$(primaries "$tmp/key.gpg")
+if [ "$found" != "$1 " ]; then
+  found=${found% }
+  echo "gpufleet: the file at nvidia_repo_key_url holds the primary key(s) ${found:-<none>}," \
+    "expected exactly one, $1; not trusting it. Fix: check nvidia_repo_key_url and" \
+    "nvidia_repo_key_fingerprint (a key file must hold the repository key alone)." >&2
   exit 1
 fi
-install -D -m 0644 "$tmp/key.gpg" "$3"
+gpg --batch --quiet --import "$tmp/key.gpg" 2>/dev/null
+gpg --batch --export "$1" > "$tmp/only.gpg"
+if [ "$(primaries "$tmp/only.gpg")" != "$1 " ]; then
+  echo "gpufleet: gpg could not export key $1 from the downloaded file; not trusting it." >&2
+  exit 1
+fi
+install -D -m 0644 "$tmp/only.gpg" "$2"
 """
+)
+
+# deb822 fields that make apt accept what is not signed, or signed with weak algorithms
+# (sources.list(5)); apt reads field names case-insensitively.
+_INSECURE_FIELDS = ("trusted", "allow-insecure", "allow-weak", "allow-downgrade-to-insecure")
+
+
+def insecure_source_fields(sources_text: str) -> list[str]:
+    """The fields of a deb822 ``.sources`` text that weaken apt's signature checks, or a line
+    that is no ``Field: value`` at all (which apt may read as something else).
+
+    Example: ``insecure_source_fields("Types: deb\\nTRUSTED:yes\\n") == ["TRUSTED"]``
+    """
+    found = []
+    for line in sources_text.splitlines():
+        if not line.strip() or line.startswith("#"):
+            continue
+        name, colon, _ = line.partition(":")
+        if not colon or not re.fullmatch(r"[A-Za-z][A-Za-z0-9-]*", name.strip()):
+            found.append(line.strip())
+        elif name.strip().lower() in _INSECURE_FIELDS:
+            found.append(name.strip())
+    return found
 
 
 @operation()
-def repository(key_url: str, fingerprint: str, keyring: str, sources: str, sources_text: str):
+def repository(
+    key_url: str | HiddenValue,
+    fingerprint: str,
+    keyring: str,
+    sources: str,
+    sources_text: str,
+    proxy: str | HiddenValue | None = None,
+):
     """
-    An apt repository: its signing key as a keyring file (trusted only if the primary key has
-    ``fingerprint``; needs ``curl`` and ``gpg``) and a deb822 ``.sources`` file; runs
-    ``apt-get update`` only when either changed.
+    An apt repository: its signing key as a keyring file (trusted only if the downloaded file
+    holds exactly one primary key, with ``fingerprint``; needs ``curl`` and ``gpg``) and a
+    deb822 ``.sources`` file; runs ``apt-get update`` only when either changed.
 
-    + key_url: where to download the key (http(s):// or file://)
+    + key_url: where to download the key (http(s):// or file://); sent on stdin, so it may
+      carry credentials (a ``HiddenValue``)
     + fingerprint: 40 hex digits
     + keyring: keyring file, e.g. ``/usr/share/keyrings/gpufleet-nvidia-cuda.gpg``
     + sources: the ``.sources`` file under ``/etc/apt/sources.list.d``
     + sources_text: its content (with ``Signed-By: <keyring>``)
+    + proxy: HTTP proxy for the key download (sent on stdin, never in the command line)
 
     **Example:**
 
@@ -71,18 +124,25 @@ def repository(key_url: str, fingerprint: str, keyring: str, sources: str, sourc
     fingerprint = fingerprint.replace(" ", "").upper()
     if len(fingerprint) != 40:
         raise OperationError(f"repository: fingerprint {fingerprint!r} is not 40 hex digits")
-    if "trusted=yes" in sources_text.lower().replace(" ", "") or "Trusted: yes" in sources_text:
-        raise OperationError("repository: refusing an unauthenticated (trusted=yes) source")
+    insecure = insecure_source_fields(sources_text)
+    if insecure:
+        raise OperationError(
+            f"repository: refusing a source that weakens apt's signature check ({insecure[0]!r}:"
+            " Trusted, Allow-Insecure, Allow-Weak or a line that is no field); gpufleet never "
+            "installs an unauthenticated repository"
+        )
     changed = False
-    if fingerprint not in host.get_fact(KeyringFingerprints, path=keyring):
+    # Anything but exactly the expected key (a missing one, another one, or one more) is
+    # fetched again: a keyring apt trusts for this repository holds that key alone.
+    if host.get_fact(KeyringFingerprints, path=keyring) != [fingerprint]:
         changed = True
         yield StringCommand(
             "sh -c",
             QuoteString(_FETCH_KEY),
             "gpufleet-key",
-            QuoteString(key_url),
             QuoteString(fingerprint),
             QuoteString(keyring),
+            _stdin=secret_lines(proxy=proxy, url=key_url),
         )
     current = host.get_fact(FileDigest, path=sources)
     if current is None or current["sha256"] != hashlib.sha256(sources_text.encode()).hexdigest():
@@ -144,8 +204,9 @@ def install(
         options.append("--no-install-recommends")
     if allow_change:
         options += ["--allow-change-held-packages", "--allow-downgrades"]
+    # "--": a package argument can never be read as an option (apt-get install --version).
     install_command = StringCommand(
-        APT_GET, "install", *options, *[QuoteString(p) for p in missing]
+        APT_GET, "install", *options, "--", *[QuoteString(p) for p in missing]
     )
     # Package lists older than a newly pinned version: refresh them once and try again.
     yield StringCommand(install_command, "|| { apt-get update &&", install_command, "; }")
@@ -174,6 +235,7 @@ def remove(packages: list[str], purge: bool = True):
         APT_GET,
         "purge" if purge else "remove",
         "--allow-change-held-packages",
+        "--",
         *[QuoteString(name) for name in present],
     )
 
@@ -201,7 +263,7 @@ def held(package: str, on_hold: Collection[str], hold: bool = True):
     if (name in on_hold) == hold:
         host.noop(f"{name} already {'held' if hold else 'not held'}")
         return
-    yield StringCommand("apt-mark", "hold" if hold else "unhold", QuoteString(name))
+    yield StringCommand("apt-mark", "hold" if hold else "unhold", "--", QuoteString(name))
 
 
 def upstream_version(version: str) -> str:
@@ -218,7 +280,7 @@ if [ -z "$v" ]; then
   exit 1
 fi
 DEBIAN_FRONTEND=noninteractive apt-get -y --allow-downgrades --allow-change-held-packages \
-  install "$1=$v"
+  install -- "$1=$v"
 """
 
 

@@ -1,14 +1,12 @@
-"""Write whole files from content in one round trip, keeping secret content out of all output."""
+"""Write whole files from content in one round trip, the content on stdin, never in output."""
 
 from __future__ import annotations
 
 import hashlib
-import io
-import posixpath
+import re
 
 from pyinfra import host
 from pyinfra.api import (
-    FileUploadCommand,
     HiddenValue,
     OperationError,
     QuoteString,
@@ -17,6 +15,18 @@ from pyinfra.api import (
 )
 
 from gpufleet.operations.probes import FileDigest
+from gpufleet.operations.stdin import encoded
+
+# $1: the file, $2: its mode; stdin: the content in base64. mktemp makes the file mode 600.
+_WRITE = r"""set -e
+mkdir -p -- "$(dirname -- "$1")"
+tmp=$(mktemp -- "$1.gpufleet-XXXXXXXX")
+trap 'rm -f -- "$tmp"' EXIT
+base64 -d > "$tmp"
+chmod "$2" -- "$tmp"
+mv -f -- "$tmp" "$1"
+trap - EXIT
+"""
 
 
 @operation()
@@ -42,6 +52,8 @@ def content(path: str, text: str | HiddenValue, mode: str = "644", present: bool
     """
     if not path.startswith("/"):
         raise OperationError(f"content: path {path!r} must be absolute")
+    if not re.fullmatch(r"[0-7]{1,4}", mode):
+        raise OperationError(f"content: mode {mode!r} is not octal permission bits")
     mode = mode.lstrip("0") or "0"
     current = host.get_fact(FileDigest, path=path)
     if not present:
@@ -60,20 +72,20 @@ def content(path: str, text: str | HiddenValue, mode: str = "644", present: bool
             host.noop(f"file {path} is up to date")
         return
 
-    yield StringCommand("mkdir -p", QuoteString(posixpath.dirname(path)))
-    if isinstance(text, HiddenValue):
-        # printf runs in the remote shell: the secret travels in the command, which pyinfra
-        # masks in every log line (HiddenValue), and never lands in a temp file.
-        yield StringCommand(
-            "umask 077 && printf '%s'",
-            QuoteString(HiddenValue(raw)),
-            ">",
-            QuoteString(path),
-        )
-    else:
-        yield FileUploadCommand(
-            io.StringIO(raw),
-            path,
-            remote_temp_filename=host.get_temp_filename(path),
-        )
-    yield StringCommand("chmod", mode, QuoteString(path))
+    # The content travels on stdin (base64) into a new mode-600 file beside the target, which
+    # gets its mode and then replaces the target in one rename: no temp file in /tmp that a
+    # local user could pre-create, no secret in any command line, no moment at a wider mode.
+    yield write_command(path, raw, mode)
+
+
+def write_command(path: str, text: str, mode: str) -> StringCommand:
+    """The command writing ``text`` to ``path`` at ``mode`` (octal) as ``content`` does: the
+    text on stdin, a new file beside the target renamed over it."""
+    return StringCommand(
+        "sh -c",
+        QuoteString(_WRITE),
+        "gpufleet-write",
+        QuoteString(path),
+        mode,
+        _stdin=encoded(text),
+    )

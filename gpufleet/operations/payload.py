@@ -11,11 +11,32 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from pyinfra import host
-from pyinfra.api import FileUploadCommand, OperationError, QuoteString, StringCommand, operation
+from pyinfra.api import OperationError, QuoteString, StringCommand, operation
 
 from gpufleet.operations.probes import PayloadState
+from gpufleet.operations.stdin import PRIVATE_TMP, encoded
 
 _SKIP = ("__pycache__", ".pytest_cache")
+
+# $1: the archive's sha256, $2: staging directory, $3: destination; stdin: the archive in
+# base64. It lands in a private directory (mktemp -d: mode 700, unguessable name), is checked
+# against the digest computed on the control node, and only that checked copy is extracted.
+_INSTALL = (
+    "set -e\n"
+    + PRIVATE_TMP
+    + r"""base64 -d > "$tmp/payload.tar.gz"
+if ! echo "$1  $tmp/payload.tar.gz" | sha256sum -c --status; then
+  echo "gpufleet: the payload archive arrived with another sha256 than $1; not installing it." >&2
+  exit 1
+fi
+rm -rf -- "$2"
+mkdir -p -- "$2"
+tar -xzf "$tmp/payload.tar.gz" -C "$2" --no-same-owner
+echo "$1" > "$2/.gpufleet-payload"
+rm -rf -- "$3"
+mv -- "$2" "$3"
+"""
+)
 
 
 def make_archive(source: Path | Mapping[str, Path]) -> bytes:
@@ -92,29 +113,15 @@ def directory(archive: bytes, dest_dir: str, current_link: str | None = None):
         host.noop(f"{dest_dir} is up to date")
         return
     if current["digest"] != digest:
-        temp = host.get_temp_filename(f"payload-{digest}")
         staging = f"{dest_dir}.gpufleet-new"
-        yield FileUploadCommand(io.BytesIO(archive), temp, remote_temp_filename=temp + ".part")
         yield StringCommand(
-            "rm -rf",
-            QuoteString(staging),
-            "&& mkdir -p",
-            QuoteString(staging),
-            "&& tar -xzf",
-            QuoteString(temp),
-            "-C",
-            QuoteString(staging),
-            "--no-same-owner && echo",
+            "sh -c",
+            QuoteString(_INSTALL),
+            "gpufleet-payload",
             digest,
-            ">",
-            QuoteString(f"{staging}/.gpufleet-payload"),
-            "&& rm -rf",
-            QuoteString(dest_dir),
-            "&& mv",
             QuoteString(staging),
             QuoteString(dest_dir),
-            "&& rm -f",
-            QuoteString(temp),
+            _stdin=encoded(archive),
         )
     if current_link is not None and target is not None and current["link"] != target:
         yield StringCommand("ln -sfn", QuoteString(target), QuoteString(current_link))

@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import re
+
 from pyinfra import host
 from pyinfra.api import HiddenValue, OperationError, QuoteString, StringCommand, operation
 from pyinfra.facts.files import FileContents
 
 from gpufleet.operations.probes import PathExists
+from gpufleet.operations.stdin import FETCH, PRIVATE_TMP, SECRET_ENV, secret_lines
 
 # Runs inside the environment (through the gpufleet-python wrapper, so the CUDA wheels are on
 # the library path): exits non-zero with a reason unless TensorFlow is the wanted version and,
@@ -23,24 +26,64 @@ if sys.argv[2] == "cuda" and not built:
 """
 
 
-@operation()
-def miniforge(installer: str, root: str):
-    """
-    Install Miniforge from a downloaded installer into ``root`` unless conda is already there.
+# $1: expected sha256, $2: installation root; stdin: proxy, pip index (unused), installer URL.
+# Download, check and run happen in one root shell on one private copy (mktemp -d, mode 700),
+# so nothing can change the installer between its check and its run; a mismatch is deleted
+# with the directory.
+_MINIFORGE = (
+    "set -e\n"
+    + PRIVATE_TMP
+    + SECRET_ENV
+    + "name=installer.sh\n"
+    + FETCH
+    + r"""got=$(sha256sum < "$tmp/installer.sh" | cut -d' ' -f1)
+if [ "$got" != "$1" ]; then
+  echo "gpufleet: the Miniforge installer at miniforge_url has sha256 $got, expected $1;" \
+    "not running it. Fix: check miniforge_url, miniforge_version and miniforge_sha256." >&2
+  exit 1
+fi
+bash "$tmp/installer.sh" -b -u -p "$2"
+"""
+)
 
-    + installer: path of the installer script on the host
+
+@operation()
+def miniforge(
+    url: str | HiddenValue, sha256: str, root: str, proxy: str | HiddenValue | None = None
+):
+    """
+    Download the Miniforge installer, check its sha256 and run it, in one command on one
+    private copy, unless conda is already installed in ``root``.
+
+    + url: the installer's URL (sent on stdin: it may carry credentials)
+    + sha256: the installer's sha256 (64 lower-case hex digits)
     + root: installation directory, e.g. ``/opt/gpufleet/miniforge3``
+    + proxy: HTTP proxy for the download (sent on stdin)
 
     **Example:**
 
     .. code:: python
 
-        miniforge(installer="/var/cache/gpufleet/Miniforge3.sh", root="/opt/gpufleet/miniforge3")
+        miniforge(
+            url="https://github.com/conda-forge/miniforge/releases/download/25.3.0-3/"
+            "Miniforge3-25.3.0-3-Linux-x86_64.sh",
+            sha256="1b57f8cb991982063f79b56176881093abb1dc76d73fda32102afde60585b5a1",
+            root="/opt/gpufleet/miniforge3",
+        )
     """
+    if not re.fullmatch(r"[0-9a-f]{64}", sha256):
+        raise OperationError(f"miniforge: sha256 {sha256!r} is not 64 lower-case hex digits")
     if host.get_fact(PathExists, path=f"{root}/bin/conda"):
         host.noop(f"Miniforge is installed in {root}")
         return
-    yield StringCommand("bash", QuoteString(installer), "-b -u -p", QuoteString(root))
+    yield StringCommand(
+        "sh -c",
+        QuoteString(_MINIFORGE),
+        "gpufleet-miniforge",
+        sha256,
+        QuoteString(root),
+        _stdin=secret_lines(proxy=proxy, url=url),
+    )
 
 
 @operation()
@@ -75,7 +118,13 @@ def conda_env(conda: str, env_dir: str, python_version: str):
 
 
 @operation()
-def venv(env_dir: str, python: str = "python3", uv: str | None = None, python_version: str = ""):
+def venv(
+    env_dir: str,
+    python: str = "python3",
+    uv: str | None = None,
+    python_version: str = "",
+    proxy: str | HiddenValue | None = None,
+):
     """
     Create a virtual environment at ``env_dir`` with ``python -m venv``, or with uv.
 
@@ -83,6 +132,7 @@ def venv(env_dir: str, python: str = "python3", uv: str | None = None, python_ve
     + python: the interpreter for ``-m venv``
     + uv: path of a uv executable; when given, ``uv venv --seed --python python_version``
     + python_version: the Python uv provides, e.g. ``"3.11"``
+    + proxy: HTTP proxy uv downloads a Python through (sent on stdin)
 
     **Example:**
 
@@ -97,10 +147,12 @@ def venv(env_dir: str, python: str = "python3", uv: str | None = None, python_ve
         return
     if uv:
         yield StringCommand(
+            *with_secrets(),
             QuoteString(uv),
             "venv --seed --python",
             QuoteString(python_version),
             QuoteString(env_dir),
+            _stdin=secret_lines(proxy=proxy),
         )
     else:
         yield StringCommand(QuoteString(python), "-m venv", QuoteString(env_dir))
@@ -126,6 +178,7 @@ def pip_install_checked(
     trusted_host: str | None = None,
     require_cuda_build: bool = True,
     also: list[str] | None = None,
+    proxy: str | HiddenValue | None = None,
 ):
     """
     ``pip install`` TensorFlow under a constraints file, check the environment imports it (and
@@ -144,6 +197,7 @@ def pip_install_checked(
     + require_cuda_build: fail unless ``tf.test.is_built_with_cuda()``
     + also: more requirements installed beside it (PEP 508, markers allowed), e.g.
       ``["nvidia-ml-py==13.590.48", "tomli==2.5.0; python_version < '3.11'"]``
+    + proxy: HTTP proxy for pip (``index_url`` and ``proxy`` go on stdin, never in argv)
 
     **Example:**
 
@@ -163,14 +217,16 @@ def pip_install_checked(
     if host.get_fact(FileContents, path=stamp) == wanted:
         host.noop(f"{requirement} is installed and checked")
         return
-    index_args = _index_args(index_url, trusted_host)
     yield StringCommand(
+        *with_secrets(),
         QuoteString(python),
         "-m pip install --disable-pip-version-check --no-input --constraint",
         QuoteString(constraints),
-        *index_args,
+        *_trusted_args(trusted_host),
+        "--",
         QuoteString(requirement),
         *[QuoteString(extra) for extra in also or ()],
+        _stdin=secret_lines(proxy=proxy, index_url=index_url),
     )
     yield StringCommand(
         QuoteString(check_python),
@@ -191,6 +247,7 @@ def pip_tool(
     executable: str,
     index_url: str | HiddenValue | None = None,
     trusted_host: str | None = None,
+    proxy: str | HiddenValue | None = None,
 ):
     """
     ``pip install`` a command-line tool into an environment unless its executable exists.
@@ -200,6 +257,7 @@ def pip_tool(
     + executable: the file the package installs, e.g. ``/opt/gpufleet/tools/bin/uv``
     + index_url: pip index (mirror), may be a ``HiddenValue``
     + trusted_host: host pip may reach without TLS verification
+    + proxy: HTTP proxy for pip (sent on stdin, as ``index_url``)
 
     **Example:**
 
@@ -211,20 +269,23 @@ def pip_tool(
     if host.get_fact(PathExists, path=executable):
         host.noop(f"{executable} exists")
         return
-    index_args = _index_args(index_url, trusted_host)
     yield StringCommand(
+        *with_secrets(),
         QuoteString(python),
         "-m pip install --disable-pip-version-check --no-input",
-        *index_args,
+        *_trusted_args(trusted_host),
+        "--",
         QuoteString(package),
+        _stdin=secret_lines(proxy=proxy, index_url=index_url),
     )
 
 
-def _index_args(index_url: str | HiddenValue | None, trusted_host: str | None) -> list:
-    """pip's ``--index-url`` / ``--trusted-host`` arguments for a mirror, quoted for the shell."""
-    args: list = []
-    if index_url:
-        args += ["--index-url", QuoteString(index_url)]
-    if trusted_host:
-        args += ["--trusted-host", QuoteString(trusted_host)]
-    return args
+def with_secrets() -> list:
+    """The start of a command that first reads the proxy and pip index from stdin into its
+    environment (``stdin.SECRET_ENV``), then runs the rest: ``sh -c '...' gpufleet-env CMD``."""
+    return ["sh -c", QuoteString(SECRET_ENV + 'exec "$@"\n'), "gpufleet-env"]
+
+
+def _trusted_args(trusted_host: str | None) -> list:
+    """pip's ``--trusted-host`` for a mirror, quoted for the shell."""
+    return ["--trusted-host", QuoteString(trusted_host)] if trusted_host else []

@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import math
+import posixpath
 import re
 import types
 import typing
 from typing import Any, Union
-from urllib.parse import urlsplit
+
+from gpufleet.spec.urls import URL_KEYS, url_errors
 
 
 def type_name(hint: Any) -> str:
@@ -39,33 +42,148 @@ def type_ok(value: Any, hint: Any) -> bool:
 
 
 _VERSION = re.compile(r"^\d+\.\d+(\.\d+)?$")
-_URL_SCHEMES = ("http", "https", "file")
-_PATH_KEYS = ("env_prefix", "payload_dir", "results_dir", "textfile_dir")
-_URL_KEYS = (
-    "nvidia_repo_url",
-    "nvidia_repo_key_url",
-    "apt_proxy",
-    "pip_index_url",
-    "miniforge_url",
-    "nccl_tests_url",
+_PATH_KEYS = (
+    "env_prefix",
+    "payload_dir",
+    "results_dir",
+    "textfile_dir",
+    "mok_key_path",
+    "mok_cert_path",
 )
+# Directories gpufleet writes into or deletes in (as root): never a system directory itself,
+# nor anything below those that hold the system, the kernel's views or temp files.
+_OWN_DIR_KEYS = ("env_prefix", "payload_dir", "results_dir", "textfile_dir")
+_SYSTEM_DIRS = frozenset(
+    [
+        "/",
+        "/bin",
+        "/boot",
+        "/dev",
+        "/etc",
+        "/home",
+        "/lib",
+        "/lib32",
+        "/lib64",
+        "/libx32",
+        "/media",
+        "/mnt",
+        "/opt",
+        "/proc",
+        "/root",
+        "/run",
+        "/sbin",
+        "/srv",
+        "/sys",
+        "/tmp",
+        "/usr",
+        "/usr/bin",
+        "/usr/include",
+        "/usr/lib",
+        "/usr/lib64",
+        "/usr/local",
+        "/usr/local/bin",
+        "/usr/local/lib",
+        "/usr/sbin",
+        "/usr/share",
+        "/var",
+        "/var/cache",
+        "/var/lib",
+        "/var/log",
+        "/var/tmp",
+        "/var/lib/prometheus",
+    ]
+)
+_SYSTEM_TREES = ("/proc/", "/sys/", "/dev/", "/run/", "/tmp/", "/var/tmp/", "/boot/", "/etc/")
+_PATH = re.compile(r"/[A-Za-z0-9_.+/-]{0,200}")
+_ENV_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")
+# PEP 508 name (PEP 503 letters) with optional extras: tensorflow[and-cuda], tensorflow-cpu.
+_PIP_NAME = re.compile(
+    r"[A-Za-z0-9](?:[A-Za-z0-9._-]*[A-Za-z0-9])?(?:\[[A-Za-z0-9._-]+(?:,[A-Za-z0-9._-]+)*\])?"
+)
+# Debian policy 5.6.1: lower case letters, digits, + - . ; two or more, starting alnum.
+_DEB_NAME = re.compile(r"[a-z0-9][a-z0-9+.-]+")
+_HOST_PORT = re.compile(r"[A-Za-z0-9](?:[A-Za-z0-9.-]{0,252})(?::[0-9]{1,5})?")
+_MINIFORGE_VERSION = re.compile(r"[0-9][0-9A-Za-z.]{0,30}(?:-[0-9A-Za-z.]{1,30}){0,3}")
+MINIFORGE_ARCHES = ("x86_64", "aarch64", "ppc64le")
+# systemd.time(7) calendar expressions and shorthands: words, digits, * , . : / ~ - and spaces.
+_CALENDAR = re.compile(r"[A-Za-z0-9*,.:/~ -]{1,100}")
+_MAXIMA = {"reboot_timeout_s": 86400, "min_free_disk_gib": 100_000, "gpu_count": 1024}
+
+
+def path_errors(key: str, value: str) -> list[str]:
+    """An absolute, normalised path of plain characters; for gpufleet's own directories, not a
+    system directory."""
+    if not value.startswith("/"):
+        return [f"{key} = {value!r} is not an absolute path. Fix: start it with '/'."]
+    if not _PATH.fullmatch(value) or posixpath.normpath(value) != value or "/../" in value + "/":
+        return [
+            f"{key} = {value!r} is not a plain absolute path. Fix: use letters, digits and "
+            "_ . + - between single slashes, with no '..' and no trailing slash, e.g. "
+            "/opt/gpufleet."
+        ]
+    if key in _OWN_DIR_KEYS and (value in _SYSTEM_DIRS or value.startswith(_SYSTEM_TREES)):
+        return [
+            f"{key} = {value!r} is a system directory (or below one gpufleet must not write "
+            f"in). Fix: give a directory of gpufleet's own, e.g. the default "
+            f"{_DEFAULT_DIRS[key]!r}."
+        ]
+    return []
+
+
+_DEFAULT_DIRS = {
+    "env_prefix": "/opt/gpufleet",
+    "payload_dir": "/opt/gpufleet/validation",
+    "results_dir": "/var/lib/gpufleet/results",
+    "textfile_dir": "/var/lib/prometheus/node-exporter",
+}
+
+
+def _format_errors(key: str, value: Any) -> list[str]:
+    """Grammars of the single-string keys (every one that reaches a shell, file or unit)."""
+    if key == "env_name" and not _ENV_NAME.fullmatch(value):
+        return [
+            f"env_name = {value!r} is not a plain name. Fix: letters, digits, _ . - (starting "
+            "with a letter or digit, at most 64), e.g. 'tf'."
+        ]
+    if key == "tensorflow_package" and not _PIP_NAME.fullmatch(value):
+        return [
+            f"tensorflow_package = {value!r} is not a package name with optional extras. Fix: "
+            "e.g. 'tensorflow[and-cuda]' or 'tensorflow-cpu' (the version comes from tf_version)."
+        ]
+    if key == "kernel_headers_package" and value != "auto" and not _DEB_NAME.fullmatch(value):
+        return [
+            f"kernel_headers_package = {value!r} is not a Debian package name. Fix: 'auto' or "
+            "e.g. 'linux-headers-generic'."
+        ]
+    if key == "pip_trusted_host" and not _HOST_PORT.fullmatch(value):
+        return [
+            f"pip_trusted_host = {value!r} is not a host name (with an optional :port). Fix: "
+            "e.g. 'pypi-mirror.example.net'."
+        ]
+    if key == "miniforge_version" and not _MINIFORGE_VERSION.fullmatch(value):
+        return [f"miniforge_version = {value!r} is not a release like '25.3.0-3'."]
+    if key == "periodic_schedule" and not _CALENDAR.fullmatch(value.strip() or "!"):
+        return [
+            f"periodic_schedule = {value!r} is not a systemd calendar expression. Fix: e.g. "
+            "'daily', 'hourly' or 'Mon..Fri *-*-* 03:00' (check it: systemd-analyze calendar)."
+        ]
+    return []
 
 
 def value_errors(key: str, value: Any, shown: str) -> list[str]:
     """Checks of one value on its own (ranges, formats); combinations come later."""
     if value is None:
         return []
-    if key in _PATH_KEYS and not value.startswith("/"):
-        return [f"{key} = {value!r} is not an absolute path. Fix: start it with '/'."]
-    if key in _URL_KEYS and urlsplit(value).scheme not in _URL_SCHEMES:
-        return [
-            f"{key} = {shown} is not an http(s):// or file:// URL. Fix: give the "
-            "full URL, e.g. http://proxy.example:3128."
-        ]
+    if key in _PATH_KEYS:
+        return path_errors(key, value)
+    if key in URL_KEYS:
+        return url_errors(key, value, shown)
     if key in ("python_version", "cuda_version") and not _VERSION.match(value):
         return [f"{key} = {value!r} is not a version like '3.11'. Fix: quote it as a string."]
-    if key in ("reboot_timeout_s", "min_free_disk_gib", "gpu_count") and value < 0:
+    if key in _MAXIMA and value < 0:
         return [f"{key} = {value!r} is negative. Fix: use 0 or more."]
+    if key in _MAXIMA and value > _MAXIMA[key]:
+        return [f"{key} = {value!r} is more than {_MAXIMA[key]}. Fix: give a real figure."]
     if key == "reboot_timeout_s" and value == 0:
         return ["reboot_timeout_s = 0 leaves no time for the host to come back. Fix: e.g. 600."]
     if key == "nvidia_repo_key_fingerprint" and not re.fullmatch(r"[0-9A-Fa-f]{40}", value):
@@ -85,10 +203,57 @@ def value_errors(key: str, value: Any, shown: str) -> list[str]:
             "digits of `sha256sum` of the archive nccl_tests_url names."
         ]
     if key == "miniforge_sha256":
-        bad = [a for a, s in value.items() if not re.fullmatch(r"[0-9a-f]{64}", s)]
-        if bad:
-            return [
-                f"miniforge_sha256 for {', '.join(bad)} is not a lower-case sha256. Fix: "
-                "copy it from the release's .sha256 file."
-            ]
+        return _sha256_errors(value)
+    if key == "thresholds":
+        return threshold_errors(value)
+    if isinstance(value, str):
+        return _format_errors(key, value)
+    return []
+
+
+def threshold_errors(value: dict[str, Any]) -> list[str]:
+    """Threshold overrides the host's periodic run will accept: known names (the payload's
+    thresholds.toml), finite numbers of 0 or more. Refused here, not daily on every host."""
+    bad = [
+        name
+        for name, number in value.items()
+        if isinstance(number, bool)
+        or not isinstance(number, (int, float))
+        or not math.isfinite(number)
+        or number < 0
+    ]
+    if bad:
+        return [
+            f"thresholds {', '.join(map(repr, bad))} must be numbers of 0 or more. Fix: e.g. "
+            "thresholds = {'xla_speedup_min': 1.2}."
+        ]
+    # The validation package ships with gpufleet (the payload); imported here only, as
+    # validate/runner.py does, so the spec does not load it for every other key.
+    from validation.thresholds import ThresholdsError, load_thresholds
+
+    try:
+        load_thresholds(None, None, value)
+    except ThresholdsError as exc:
+        return [f"thresholds: {exc}"]
+    return []
+
+
+def _sha256_errors(value: dict[str, str]) -> list[str]:
+    if not value:
+        return [
+            "miniforge_sha256 is empty, so no Miniforge installer could be checked. Fix: leave "
+            "it unset (the pinned release's sums) or give one per architecture."
+        ]
+    unknown = sorted(set(value) - set(MINIFORGE_ARCHES))
+    if unknown:
+        return [
+            f"miniforge_sha256 has entries for {', '.join(map(repr, unknown))}, which is no "
+            f"`uname -m` Miniforge ships for. Fix: use {', '.join(MINIFORGE_ARCHES)}."
+        ]
+    bad = [a for a, s in value.items() if not re.fullmatch(r"[0-9a-f]{64}", s)]
+    if bad:
+        return [
+            f"miniforge_sha256 for {', '.join(bad)} is not a lower-case sha256. Fix: "
+            "copy it from the release's .sha256 file."
+        ]
     return []

@@ -8,12 +8,12 @@ import typing
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
-from urllib.parse import urlsplit
 
 from pyinfra.api.hiddenvalue import HiddenValue
 
 from gpufleet import matrix
 from gpufleet.matrix.drivers import version_tuple
+from gpufleet.spec import urls
 from gpufleet.spec.checks import type_name, type_ok, value_errors
 from gpufleet.spec.defaults import (
     MINIFORGE_SHA256,
@@ -111,7 +111,9 @@ class NodeSpec:
     )
     pip_trusted_host: str | None = _key(None, "host pip trusts without TLS verification (mirror)")
     miniforge_url: str | None = _key(
-        None, "Miniforge installer URL; unset: the GitHub release of miniforge_version"
+        None,
+        "Miniforge installer URL; unset: the GitHub release of miniforge_version",
+        secret=True,
     )
     miniforge_version: str = _key(MINIFORGE_VERSION, "pinned Miniforge release")
     miniforge_sha256: dict[str, str] = field(
@@ -123,9 +125,12 @@ class NodeSpec:
     nvidia_repo_url: str = _key(
         "https://developer.download.nvidia.com/compute/cuda/repos",
         "base URL of NVIDIA's CUDA apt repository (or a mirror)",
+        secret=True,
     )
     nvidia_repo_key_url: str | None = _key(
-        None, "repository signing key URL; unset: <repo>/<distro>/<arch>/3bf863cc.pub"
+        None,
+        "repository signing key URL; unset: <repo>/<distro>/<arch>/3bf863cc.pub",
+        secret=True,
     )
     nvidia_repo_key_fingerprint: str = _key(
         NVIDIA_REPO_KEY_FINGERPRINT, "fingerprint the downloaded signing key must have"
@@ -206,14 +211,22 @@ class NodeSpec:
             return self.miniforge_url
         return MINIFORGE_URL.format(version=self.miniforge_version, arch=machine)
 
+    def miniforge_installer_url_hidden(self, machine: str) -> HiddenValue | str:
+        """``miniforge_installer_url``, a ``HiddenValue`` when it carries a login or query."""
+        url = urls.hidden(self.miniforge_installer_url(machine))
+        assert url is not None  # a str in, a str (or HiddenValue) out
+        return url
+
     @property
     def apt_proxy_hidden(self) -> HiddenValue | str | None:
-        """apt_proxy for commands: a pyinfra ``HiddenValue`` when the URL carries credentials."""
-        return _hide_credentials(self.apt_proxy)
+        """apt_proxy rebuilt from its parts (``urls.proxy_url``), a pyinfra ``HiddenValue``
+        when it carries a login."""
+        return urls.hidden(urls.proxy_url(self.apt_proxy)) if self.apt_proxy else None
 
     @property
     def pip_index_url_hidden(self) -> HiddenValue | str | None:
-        return _hide_credentials(self.pip_index_url)
+        """pip_index_url, a ``HiddenValue`` when it carries a login or a query (a token)."""
+        return urls.hidden(self.pip_index_url)
 
     def resolve(
         self, *, os_id: str, os_version: str, arch: str, gpu_device_ids: Sequence[str]
@@ -244,12 +257,6 @@ def defaults() -> dict[str, Any]:
     return {name: getattr(_DEFAULTS, name) for name in FIELDS}
 
 
-def _hide_credentials(url: str | None) -> HiddenValue | str | None:
-    if url and urlsplit(url).password is not None:
-        return HiddenValue(url)
-    return url
-
-
 def is_ignored_key(key: str) -> bool:
     """Keys gpufleet leaves alone: pyinfra's own and the user's ``x_`` keys."""
     return key.startswith(PYINFRA_KEY_PREFIXES) or key.startswith(USER_KEY_PREFIX)
@@ -265,6 +272,8 @@ def _unknown_key_error(key: str) -> SpecError:
 
 
 def _show(key: str, value: Any) -> str:
+    if key in urls.URL_KEYS and isinstance(value, str):
+        return repr(urls.redacted(value))  # login and query hidden, the rest helps the fix
     return "'***'" if FIELDS[key].metadata["secret"] else repr(value)
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+import shlex
 
 from pyinfra.api import deploy
 from pyinfra.operations import server, systemd
@@ -168,7 +169,8 @@ def _remove_other_drivers(plan: NodePlan) -> None:
     if plan.spec.replace_foreign_driver and host_state.runfile_uninstaller and foreign_driver(plan):
         server.shell(
             name="uninstall the runfile driver",
-            commands=[f"{host_state.runfile_uninstaller} --silent"],
+            # The path is the host's answer to the probe: quoted, as any value from outside.
+            commands=[f"{shlex.quote(host_state.runfile_uninstaller)} --silent"],
         )
     replace_all = plan.spec.replace_foreign_driver and foreign_driver(plan) is not None
     old = sorted(

@@ -181,11 +181,17 @@ class HostProbe(FactBase[HostState]):
         return parse_probe(output)
 
 
+# C0 and C1 control characters (ESC, CSI, BEL, ...): what the host says is printed in plans and
+# refusals, and must not drive the operator's terminal (titles, clipboard, hyperlinks).
+_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
+
+
 def parse_probe(lines: list[str]) -> HostState:
-    """Turn the probe's sectioned output into a ``HostState``."""
+    """Turn the probe's sectioned output into a ``HostState`` (control characters dropped)."""
     sections: dict[str, list[str]] = {}
     current: list[str] | None = None
-    for line in lines:
+    for raw in lines:
+        line = _CONTROL.sub("", raw)
         if line.startswith(_SECTION):
             current = sections.setdefault(line[len(_SECTION) :].strip(), [])
         elif current is not None and line.strip():

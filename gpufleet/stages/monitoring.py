@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import posixpath
 import re
 from collections.abc import Mapping
 
@@ -44,13 +43,14 @@ EXPECTATION_KEYS = ("tf_version", "gpu_count", "gpu_less", "thresholds")
 
 
 def systemd_quote(value: str) -> str:
-    """One ExecStart= argument, double-quoted for systemd (``%`` doubled: it starts specifiers).
+    """One ExecStart= argument, double-quoted for systemd (``%`` and ``$`` doubled: they start
+    specifiers and variable expansions).
 
     Example: ``systemd_quote("/opt/my dir")`` -> ``"/opt/my dir"`` with the quotes.
     """
     if any(ch in value for ch in "\n\r\0"):
         raise DeployError(f"{value!r} holds a line break or NUL; systemd cannot run it")
-    escaped = value.replace("\\", "\\\\").replace('"', '\\"').replace("%", "%%")
+    escaped = value.replace("\\", "\\\\").replace('"', '\\"').replace("%", "%%").replace("$", "$$")
     return f'"{escaped}"'
 
 
@@ -143,11 +143,8 @@ def unit_files(units: Mapping[str, str | None], restart: list[str] | None = None
         if current and current["sha256"] == wanted and current["mode"] == "644":
             continue
         changed.append(path)
-        yield StringCommand("mkdir -p", QuoteString(posixpath.dirname(path)))
-        # printf through the remote shell: one round trip and no temp file; the text holds no
-        # secret (unit files are world-readable anyway).
-        yield StringCommand("printf '%s'", QuoteString(text), ">", QuoteString(path))
-        yield StringCommand("chmod 644", QuoteString(path))
+        # One round trip, no temp file in /tmp, replaced in one rename at mode 644.
+        yield gpufleet_files.write_command(path, text, "644")
     if not changed:
         host.noop(f"{', '.join(sorted(units))} up to date")
         return

@@ -7,41 +7,43 @@ from pyinfra.operations import files
 
 from gpufleet.operations import apt as gpufleet_apt
 from gpufleet.operations import files as gpufleet_files
-from gpufleet.spec import NodeSpec
+from gpufleet.spec import NodeSpec, urls
 from gpufleet.stages.node import NodePlan, node_plan
 from gpufleet.templates import render
 
 KEYRING = "/usr/share/keyrings/gpufleet-nvidia-cuda.gpg"
 SOURCES = "/etc/apt/sources.list.d/gpufleet-nvidia-cuda.sources"
 APT_PROXY = "/etc/apt/apt.conf.d/95gpufleet-proxy"
+APT_AUTH = "/etc/apt/auth.conf.d/gpufleet-nvidia-cuda.conf"
 # What the repository needs on a bare host: TLS roots, curl for the key, gpg to check it.
 BOOTSTRAP_PACKAGES = ["ca-certificates", "curl", "gnupg"]
 
 
 def repo_uri(spec: NodeSpec, distro: str, arch: str) -> str:
-    """``<nvidia_repo_url>/<distro>/<arch>/``, the flat repository folder apt reads."""
+    """``<nvidia_repo_url>/<distro>/<arch>/``, the flat repository folder apt reads (with the
+    URL's login, if any: for the key download; apt gets ``source_uri``)."""
     return f"{spec.nvidia_repo_url.rstrip('/')}/{distro}/{arch}/"
 
 
-def key_url(spec: NodeSpec, distro: str, arch: str) -> str:
-    """``nvidia_repo_key_url``, or the key file NVIDIA publishes in the repository folder."""
-    return spec.nvidia_repo_key_url or repo_uri(spec, distro, arch) + "3bf863cc.pub"
+def source_uri(spec: NodeSpec, distro: str, arch: str) -> str:
+    """``repo_uri`` without ``user:password@``: what the world-readable ``.sources`` holds."""
+    return urls.without_login(repo_uri(spec, distro, arch))
 
 
-def download_env(spec: NodeSpec) -> dict[str, str | HiddenValue]:
-    """Environment for downloads on the host (key, installer) through the apt proxy, if any."""
-    proxy = spec.apt_proxy_hidden
-    if not proxy:
-        return {}
-    return {"http_proxy": proxy, "https_proxy": proxy}
+def key_url(spec: NodeSpec, distro: str, arch: str) -> HiddenValue | str:
+    """``nvidia_repo_key_url``, or the key file NVIDIA publishes in the repository folder; a
+    ``HiddenValue`` when it carries a login or query."""
+    url = spec.nvidia_repo_key_url or repo_uri(spec, distro, arch) + "3bf863cc.pub"
+    return urls.hidden(url) or url
 
 
 @deploy("gpufleet nvidia_repo")
 def nvidia_repo(plan: NodePlan | None = None):
     """
     Configure NVIDIA's CUDA apt repository for the host's distro and architecture: the apt
-    proxy (if any), the signing key (refused unless its fingerprint matches) and a deb822
-    source with ``Signed-By``; ``apt-get update`` runs only when the key or source changed.
+    proxy (if any), the repository login (if any, in ``/etc/apt/auth.conf.d``, mode 600), the
+    signing key (refused unless it is exactly the pinned key) and a deb822 source with
+    ``Signed-By``; ``apt-get update`` runs only when the key or source changed.
 
     .. code:: python
 
@@ -51,6 +53,7 @@ def nvidia_repo(plan: NodePlan | None = None):
     spec, resolution = plan.spec, plan.require_resolution()
     distro, arch = resolution.repo_distro, resolution.repo_arch
     apt_proxy(spec)
+    repo_login(spec, distro, arch)
     gpufleet_apt.install(
         name="ca-certificates, curl, gnupg",
         packages=BOOTSTRAP_PACKAGES,
@@ -63,7 +66,6 @@ def nvidia_repo(plan: NodePlan | None = None):
         path=f"/etc/apt/sources.list.d/cuda-{distro}-{arch}.list",
         present=False,
     )
-    uri = repo_uri(spec, distro, arch)
     gpufleet_apt.repository(
         name="NVIDIA CUDA repository (key fingerprint checked)",
         key_url=key_url(spec, distro, arch),
@@ -71,14 +73,31 @@ def nvidia_repo(plan: NodePlan | None = None):
         keyring=KEYRING,
         sources=SOURCES,
         sources_text=render(
-            "nvidia-cuda.sources.j2", uri=uri, keyring=KEYRING, distro=distro, arch=arch
+            "nvidia-cuda.sources.j2",
+            uri=source_uri(spec, distro, arch),
+            keyring=KEYRING,
+            distro=distro,
+            arch=arch,
         ),
-        _env=download_env(spec),
+        proxy=spec.apt_proxy_hidden,
+    )
+
+
+def repo_login(spec: NodeSpec, distro: str, arch: str) -> None:
+    """The repository's login, if its URL has one, where apt_auth.conf(5) says: a root-only
+    file, not the world-readable ``.sources``."""
+    line = urls.apt_login(repo_uri(spec, distro, arch))
+    gpufleet_files.content(
+        name=f"{APT_AUTH}: NVIDIA repository login" + ("" if line else " (none)"),
+        path=APT_AUTH,
+        text=HiddenValue(line) if line else "",
+        mode="600",
+        present=line is not None,
     )
 
 
 def apt_proxy(spec: NodeSpec) -> None:
-    """The apt proxy file; a proxy with credentials is written as a ``HiddenValue``, mode 600."""
+    """The apt proxy file; a proxy with a login is written as a ``HiddenValue``, mode 600."""
     proxy = spec.apt_proxy_hidden
     if proxy is None:
         gpufleet_files.content(

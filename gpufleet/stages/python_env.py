@@ -4,8 +4,7 @@ from __future__ import annotations
 
 import hashlib
 
-from pyinfra.api import deploy
-from pyinfra.operations import files
+from pyinfra.api import DeployError, deploy
 
 from gpufleet import matrix
 from gpufleet.operations import apt as gpufleet_apt
@@ -14,16 +13,16 @@ from gpufleet.operations import python
 from gpufleet.spec import NodeSpec
 from gpufleet.stages import op_keys
 from gpufleet.stages.node import NodePlan, node_plan
-from gpufleet.stages.nvidia_repo import download_env
 from gpufleet.templates import render
 
 WRAPPER = "/usr/local/bin/gpufleet-python"
-INSTALLER_CACHE = "/var/cache/gpufleet"
 # What gpufleet's own code run on the host needs in the environment besides TensorFlow: NVML
 # for the workloads' utilization sampler (validation/nvml_sampler.py) and, before Python 3.11's
 # tomllib, tomli for validation/thresholds.py. The same pins as pyproject.toml's dependencies
 # (tests/unit/test_stages_files.py checks); pip skips tomli where the marker says so.
 HOST_REQUIREMENTS = ("nvidia-ml-py==13.590.48", "tomli==2.5.0; python_version < '3.11'")
+# uv (use_uv), pinned like everything else the deploy installs: its 2026-11 release on PyPI.
+UV_REQUIREMENT = "uv==0.13.8"
 
 
 def env_file(spec: NodeSpec) -> str:
@@ -94,30 +93,27 @@ def python_env(plan: NodePlan | None = None):
         index_url=spec.pip_index_url_hidden,
         trusted_host=spec.pip_trusted_host,
         require_cuda_build=spec.require_cuda_build,
-        _env=download_env(spec),
+        proxy=spec.apt_proxy_hidden,
     )
-
-
-def installer_path(spec: NodeSpec, machine: str) -> str:
-    """Where the Miniforge installer is kept (so a second run need not download it again)."""
-    return f"{INSTALLER_CACHE}/Miniforge3-{spec.miniforge_version}-Linux-{machine}.sh"
 
 
 def _conda(plan: NodePlan) -> None:
     spec, machine = plan.spec, plan.state.arch
-    installer = installer_path(spec, machine)
-    files.directory(name=f"{INSTALLER_CACHE} for the installer", path=INSTALLER_CACHE)
-    files.download(
-        name="Miniforge installer (sha256 checked)",
-        src=spec.miniforge_installer_url(machine),
-        dest=installer,
-        sha256sum=spec.miniforge_sha256.get(machine),
-        _env=download_env(spec),
-    )
+    sha256 = spec.miniforge_sha256.get(machine)
+    if not sha256:
+        # Never an unchecked installer: refuse the host before anything is downloaded.
+        raise DeployError(
+            f"miniforge_sha256 has no entry for this host's architecture {machine!r} (it has "
+            f"{', '.join(sorted(spec.miniforge_sha256)) or 'none'}); gpufleet runs no Miniforge "
+            f"installer it cannot check. Fix: add miniforge_sha256['{machine}'] from the "
+            "release's .sha256 file."
+        )
     python.miniforge(
-        name="Miniforge",
-        installer=installer,
+        name="Miniforge (installer sha256 checked, then run, in one command)",
+        url=spec.miniforge_installer_url_hidden(machine),
+        sha256=sha256,
         root=spec.conda_root,
+        proxy=spec.apt_proxy_hidden,
     )
     python.conda_env(
         name="conda environment",
@@ -143,11 +139,11 @@ def _venv(plan: NodePlan) -> None:
         python.pip_tool(
             name="uv in the tool venv",
             python=f"{tools}/bin/python",
-            package="uv",
+            package=UV_REQUIREMENT,
             executable=f"{tools}/bin/uv",
             index_url=spec.pip_index_url_hidden,
             trusted_host=spec.pip_trusted_host,
-            _env=download_env(spec),
+            proxy=spec.apt_proxy_hidden,
         )
         uv = f"{tools}/bin/uv"
     python.venv(
@@ -155,4 +151,5 @@ def _venv(plan: NodePlan) -> None:
         env_dir=spec.env_dir,
         uv=uv,
         python_version=spec.python_version if uv else "",
+        proxy=spec.apt_proxy_hidden,
     )

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+import shlex
 from pathlib import Path
 from typing import Any
 
@@ -15,6 +17,17 @@ _ENV = jinja2.Environment(
     keep_trailing_newline=True,
     autoescape=False,
 )
+
+
+def _comment(value: object) -> str:
+    """A value inside a ``#`` comment line: no line break may end the comment early."""
+    return re.sub(r"[\x00-\x1f\x7f]", "?", str(value))
+
+
+# Filters for values from the inventory: `sh` quotes one shell word, `comment` keeps a value
+# inside its comment line.
+_ENV.filters["sh"] = lambda value: shlex.quote(str(value))
+_ENV.filters["comment"] = _comment
 
 
 def render(name: str, **values: Any) -> str:

@@ -209,14 +209,6 @@ class FakeGpuHost:
         ]
         for path in (f"{spec.conda_root}/bin/conda", f"{spec.env_dir}/bin/python"):
             responses[f"if [ -e {path} ]"] = ["yes"]
-        installer = env_stage.installer_path(spec, self.arch)
-        responses[f"test -e {installer} || test -L"] = [
-            f"-rw-r--r-- 1 root root 1 Jan  1  2026 {installer}"
-        ]
-        responses[f"sha256sum {installer}"] = [f"{spec.miniforge_sha256[self.arch]}  {installer}"]
-        responses[f"test -e {env_stage.INSTALLER_CACHE} || test -L"] = [
-            f"drwxr-xr-x 2 root root 1 Jan  1  2026 {env_stage.INSTALLER_CACHE}"
-        ]
         return responses
 
 
@@ -236,7 +228,7 @@ def _managed_files(
     fake: FakeGpuHost, spec: NodeSpec, resolution: matrix.Resolution
 ) -> dict[str, tuple[str, str]]:
     """Path -> (content, mode) of every file a completed run leaves."""
-    uri = repo_stage.repo_uri(spec, resolution.repo_distro, resolution.repo_arch)
+    uri = repo_stage.source_uri(spec, resolution.repo_distro, resolution.repo_arch)
     env_file = env_stage.env_file(spec)
     managed = {
         repo_stage.SOURCES: (

@@ -207,7 +207,7 @@ def test_fresh_host_plans_every_stage_in_order(fleet_plan):
         "gpufleet cuda_stack | NCCL runtime and dev, pinned",
         "gpufleet cuda_stack | libnccl2 held",
         "gpufleet cuda_stack | libcudnn9-cuda-12 held",
-        "gpufleet python_env | Miniforge installer (sha256 checked)",
+        "gpufleet python_env | Miniforge (installer sha256 checked, then run, in one command)",
         "gpufleet python_env | pip install TensorFlow under the constraints, check it imports",
         "gpufleet validation_payload | validation suite, versioned, with a current link",
         "gpufleet monitoring | /etc/gpufleet/expectations.json: expectations for the periodic "
@@ -240,7 +240,10 @@ def test_nvswitch_host_gets_fabric_manager(fleet_plan):
 def test_aarch64_host_uses_the_sbsa_repository(fleet_plan):
     result, changes = fleet_plan
     assert "repository ubuntu2404/sbsa;" in summary(result, "u2404-arm-h100")
-    assert "gpufleet python_env | Miniforge installer (sha256 checked)" in changes["u2404-arm-h100"]
+    assert (
+        "gpufleet python_env | Miniforge (installer sha256 checked, then run, in one command)"
+        in changes["u2404-arm-h100"]
+    )
 
 
 def test_debian_host(fleet_plan):

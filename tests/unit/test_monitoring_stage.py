@@ -65,7 +65,9 @@ def verify(tmp_path: Path, units: dict[str, str | None]) -> subprocess.Completed
     ],
 )
 def test_units_pass_systemd_analyze_verify(tmp_path: Path, data: dict) -> None:
-    spec = NodeSpec.from_host_data(data)
+    # Built without from_host_data: the spec refuses a space in a path, and the units' quoting
+    # must hold all the same.
+    spec = NodeSpec(**data)
     units = monitoring.unit_texts(spec, textfile=spec.node_exporter)
     result = verify(tmp_path, units)
     assert result.returncode == 0, result.stderr
@@ -88,7 +90,7 @@ def test_schedule_with_a_line_break_is_refused() -> None:
 
 
 def test_service_runs_the_periodic_module_from_the_payload() -> None:
-    spec = NodeSpec.from_host_data({"node_exporter": True, "textfile_dir": "/srv/100%"})
+    spec = NodeSpec(node_exporter=True, textfile_dir="/srv/100%")  # refused by from_host_data
     service = monitoring.unit_texts(spec, textfile=True)[
         f"{monitoring.UNIT_DIR}/{monitoring.SERVICE}"
     ]
@@ -101,6 +103,18 @@ def test_service_runs_the_periodic_module_from_the_payload() -> None:
     )
     assert '"--textfile-dir" "/srv/100%%"' in service  # % starts a systemd specifier
     assert monitoring.systemd_quote('a "b" \\c') == '"a \\"b\\" \\\\c"'
+
+
+def test_finding22_dollar_in_a_unit_argument_is_not_expanded(tmp_path: Path) -> None:
+    # systemd.service(5), "Command lines": $VAR is replaced by an environment variable, "$$"
+    # is a literal dollar sign. The spec refuses '$' in paths; the quoting holds regardless.
+    spec = NodeSpec(results_dir="/var/lib/$HOME/results")
+    units = monitoring.unit_texts(spec, textfile=False)
+    service = units[f"{monitoring.UNIT_DIR}/{monitoring.SERVICE}"] or ""
+    assert '"--results-dir" "/var/lib/$$HOME/results"' in service
+    assert "/$HOME" not in service
+    result = verify(tmp_path, units)
+    assert result.returncode == 0, result.stderr
 
 
 def test_expectations_carry_no_secrets() -> None:

@@ -11,6 +11,7 @@ from pyinfra.api import StringCommand
 
 from gpufleet.operations.apt import _FETCH_KEY
 from gpufleet.operations.probes import KeyringFingerprints
+from gpufleet.operations.stdin import secret_lines
 
 # Debian 12's archive signing key, shipped by debian-archive-keyring (a real key with a real,
 # published fingerprint: https://ftp-master.debian.org/keys.html, "Debian Stable Release Key
@@ -26,7 +27,8 @@ pytestmark = pytest.mark.skipif(
 
 def fetch(url: str, fingerprint: str, dest: Path) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        ["sh", "-c", _FETCH_KEY, "gpufleet-key", url, fingerprint, str(dest)],
+        ["sh", "-c", _FETCH_KEY, "gpufleet-key", fingerprint, str(dest)],
+        input=secret_lines(url=url),
         capture_output=True,
         text=True,
     )
@@ -71,7 +73,7 @@ def test_key_with_another_fingerprint_is_refused(tmp_path):
     wanted = "EB693B3035CD5710E231E123A4B469963BF863CC"
     result = fetch(DEBIAN_KEYRING.as_uri(), wanted, dest)
     assert result.returncode == 1
-    assert f"has fingerprint {DEBIAN_FINGERPRINT}, expected {wanted}" in result.stderr
+    assert f"primary key(s) {DEBIAN_FINGERPRINT}, expected exactly one, {wanted}" in result.stderr
     assert "Fix: check nvidia_repo_key_url" in result.stderr
     assert not dest.exists()
 
