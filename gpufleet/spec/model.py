@@ -213,9 +213,8 @@ class NodeSpec:
 
     def miniforge_installer_url_hidden(self, machine: str) -> HiddenValue | str:
         """``miniforge_installer_url``, a ``HiddenValue`` when it carries a login or query."""
-        url = urls.hidden(self.miniforge_installer_url(machine))
-        assert url is not None  # a str in, a str (or HiddenValue) out
-        return url
+        url = self.miniforge_installer_url(machine)
+        return HiddenValue(url) if urls.has_secret(url) else url
 
     @property
     def apt_proxy_hidden(self) -> HiddenValue | str | None:
