@@ -12,6 +12,7 @@ from weakref import WeakSet
 from pyinfra import logger
 from pyinfra.api.host import Host
 from pyinfra.api.state import BaseStateCallback, State
+from pyinfra.context import ctx_state
 
 explained: WeakSet[Host] = WeakSet()
 _watched: WeakSet[State] = WeakSet()
@@ -49,9 +50,10 @@ class ConnectionLossReporter(BaseStateCallback):
         logger.error(f"{host.print_prefix}{lost_message(host.name, operation)}")
 
 
-def watch(state: State) -> None:
-    """Report lost connections of this pyinfra run (once per state; stages call it)."""
-    if state in _watched:
+def watch() -> None:
+    """Report lost connections of the current pyinfra run (once per run; stages call it)."""
+    state = ctx_state.get()  # the State itself, not pyinfra's context proxy
+    if state is None or state in _watched:
         return
     _watched.add(state)
     state.add_callback_handler(ConnectionLossReporter())

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from pyinfra import state
 from pyinfra.api import deploy
 
 from gpufleet.operations import connection, dpkg, kernel, lock
@@ -21,7 +20,7 @@ def run_start(plan: NodePlan | None = None):
             run_start(plan=plan)
     """
     plan = plan or node_plan()
-    connection.watch(state)
+    connection.watch()
     lock.deploy_lock(name="deploy lock taken (one gpufleet deploy per host)")
     dpkg.repaired(
         name="dpkg repaired (an interrupted dpkg finished before apt runs)",

@@ -398,3 +398,18 @@ def test_lost_connection_is_named(caplog, active):
 def test_scripts_are_valid_sh():
     for script in (lock._TAKE, lock._RELEASE, apt._INSTALL_RETRYING):
         subprocess.run(["sh", "-n", "-c", textwrap.dedent(script)], check=True)
+
+
+def test_the_loss_reporter_is_registered_once_per_run():
+    from pyinfra.api import Config, Inventory, State
+    from pyinfra.context import ctx_state
+
+    run = State()
+    run.init(Inventory(([], {})), Config())
+    with ctx_state.use(run):
+        connection.watch()
+        connection.watch()
+    reporters = [
+        h for h in run.callback_handlers if isinstance(h, connection.ConnectionLossReporter)
+    ]
+    assert len(reporters) == 1
