@@ -170,15 +170,16 @@ def install(
         options.append("--no-install-recommends")
     if allow_change:
         options += ["--allow-change-held-packages", "--allow-downgrades"]
+    # "--": a package argument can never be read as an option (apt-get install --version).
     install_command = StringCommand(
-        "env", APT_GET, "install", *options, *[QuoteString(p) for p in missing]
+        "env", APT_GET, "install", *options, "--", *[QuoteString(p) for p in missing]
     )
     command = StringCommand(
         "sh -c", QuoteString(_INSTALL_RETRYING), "gpufleet-apt-install", install_command
     )
     if hold:
         names = [QuoteString(p.split("=", 1)[0]) for p in packages]
-        command = StringCommand(command, "&& apt-mark hold", *names)
+        command = StringCommand(command, "&& apt-mark hold --", *names)
     yield command
 
 
