@@ -161,7 +161,9 @@ class NodeSpec:
     kernel_headers_package: str = _key(
         "auto", "headers metapackage; auto: from the running kernel's flavour"
     )
-    min_free_disk_gib: int = _key(25, "free GiB needed on / before installing")
+    min_free_disk_gib: int = _key(
+        25, "free GiB needed on each filesystem the deploy writes to (/, apt cache, env, payload)"
+    )
     # Hardware expectations
     gpu_count: int | None = _key(None, "expected number of GPUs; unset: whatever is found")
     gpu_less: bool = _key(False, "host has no GPU on purpose (CPU-only)")

@@ -27,9 +27,9 @@ DETECT_DROP = 0.10
 # with ~0.8 % false alarms per host per 50 healthy runs (benchmarks/verdict_rates.py prints them).
 REFERENCE_FRACTION = 0.3
 DECISION_SD = 4.9
-# Beside the CUSUM, one run alone this many sd below the level is a regression at once (a
-# Shewhart limit): what a single `gpufleet validate` run against its baseline is judged by
-# (with the limit at 5 sd the periodic false alarms stay ~0.8 % per host per 50 runs).
+# Beside the CUSUM, one run alone this many sd (and at least the drop) below the level is a
+# regression at once (a Shewhart limit): what a single `gpufleet validate` run against its
+# baseline is judged by (at 5 sd the periodic false alarms stay ~0.8 % per host per 50 runs).
 SINGLE_RUN_SD = 5.0
 # Floor of the run-to-run sd (of the log figure): five baseline runs can understate it badly.
 SD_FLOOR = 0.03
@@ -67,10 +67,10 @@ def regression_verdict(
     The baseline's runs give the level (mean of the log figure) and the run-to-run sd (floored
     at 3 %). A one-sided CUSUM over the current runs, with reference ``REFERENCE_FRACTION`` of
     ``drop`` and decision interval ``decision_sd`` sd, says "regressed" once the shortfall has
-    built up; a latest run ``SINGLE_RUN_SD`` sd below the level is "regressed" on its own (one
-    current run is judged by that limit and a single CUSUM step). A figure that is missing or
-    non-finite in the latest run is "regressed" (the workload crashed or measured nothing); a
-    baseline with a value <= 0, or ``absolute``, is compared by differences rather than ratios.
+    built up; a latest run ``SINGLE_RUN_SD`` sd and ``drop`` below the level is "regressed" on
+    its own (one current run is judged by that limit and a single CUSUM step). A figure that
+    is missing or non-finite in the latest run is "regressed" (the workload crashed or measured
+    nothing); a baseline with a value <= 0, or ``absolute``, is compared by differences.
 
     Example:
         >>> regression_verdict([1.5, 1.52, 1.49, 1.51, 1.5], [1.2, 1.21]).status
@@ -117,7 +117,8 @@ def regression_verdict(
         elif alarm is None and cusum > decision_sd:
             alarm = index
     alarm = alarm if cusum > decision_sd else None
-    if alarm is None and shortfall > SINGLE_RUN_SD:
+    # A single run alone must be both SINGLE_RUN_SD sd and the tuned drop below the level.
+    if alarm is None and shortfall > max(SINGLE_RUN_SD, step / sd):
         alarm = len(current_values) - 1
     if absolute:
         change = sign * (current[-1] - (sum(base) / len(base)))
