@@ -260,3 +260,30 @@ def test_item5_signer_fact_without_keyring_or_repository(node, keys):
 def test_item5_drift_sentence_for_the_signature_operation():
     sentence = sentence_for(f"gpufleet nvidia_repo | {SIGNED_OPERATION}")
     assert "signed by another key than nvidia_repo_key_fingerprint" in sentence
+
+
+def test_item5_apt_2_0_which_ignores_error_mode_still_fails_on_its_warning(node, keys, tmp_path):
+    """Ubuntu 20.04's apt 2.0 has no ``--error-on=any`` and ignores the Error-Mode setting: a
+    re-signed repository whose old lists are kept is only a ``W:`` and exit 0 there. Stand-in
+    for that apt: the real apt-get, the setting renamed to one no apt knows."""
+    node.publish("A")
+    assert node.deploy_repository(stop_before="apt-get update").returncode == 0
+    node.publish("B", version="2.0")
+    shim = tmp_path / "bin"
+    shim.mkdir()
+    (shim / "apt-get").write_text(
+        "#!/bin/sh\n"
+        # What apt 2.0 makes of the setting: a name it does not know, so no effect.
+        'for a; do shift; [ "$a" = APT::Update::Error-Mode=any ] && a=X::Unknown=any\n'
+        'set -- "$@" "$a"; done\n'
+        'exec /usr/bin/apt-get "$@"\n'
+    )
+    (shim / "apt-get").chmod(0o755)
+    node.sources_text += "# changed, so the repository operation updates again\n"
+    env = node.env
+    node.env = lambda: {**env(), "PATH": f"{shim}:{os.environ['PATH']}"}  # type: ignore[method-assign]
+    result = node.deploy_repository(stop_before="apt-get update")
+    assert result.returncode == 1
+    assert "W: " in result.stderr and "E: " not in result.stderr  # apt itself did not fail
+    assert_names_both_keys(result.stderr, keys)
+    assert "changed, so" not in node.sources.read_text()  # the old, verified one stays
