@@ -17,11 +17,13 @@ from pathlib import Path
 import pytest
 from pyinfra.api import StringCommand
 
+from gpufleet.drift.plan import build_report, run_plan
 from gpufleet.drift.sentences import sentence_for
 from gpufleet.operations.probes import FileDigest, KeyringFingerprints
 from gpufleet.operations.repo_signature import RepositorySigner, release_base
 from gpufleet.stages.nvidia_repo import SIGNED_OPERATION
 from tests.operations.helpers import operation_commands
+from tests.unit.fake_fleet import FakeGpuHost, root, write_inventory
 
 pytestmark = pytest.mark.skipif(
     not all(shutil.which(t) for t in ("gpg", "gpgv", "curl", "apt-get"))
@@ -287,3 +289,21 @@ def test_item5_apt_2_0_which_ignores_error_mode_still_fails_on_its_warning(node,
     assert "W: " in result.stderr and "E: " not in result.stderr  # apt itself did not fail
     assert_names_both_keys(result.stderr, keys)
     assert "changed, so" not in node.sources.read_text()  # the old, verified one stays
+
+
+def test_item5_drift_reports_a_provisioned_host_whose_repository_was_re_signed(tmp_path):
+    """The real deploy planned (pyinfra --dry, as drift runs it) on @fake provisioned hosts:
+    the host whose repository is signed by another key drifts with the sentence, the other
+    stays clean."""
+    other = "43BB4D52AF014C402851B2A098B07AB061C53961"
+    hosts = {
+        "clean": FakeGpuHost(provisioned=True),
+        "resigned": FakeGpuHost(provisioned=True, repo_signer=f"other {other}"),
+    }
+    inventory = write_inventory(tmp_path / "inventory.py", hosts)
+    run = run_plan(str(inventory), str(root() / "deploy" / "gpu_node.py"), timeout=300)
+    report = build_report([f"@fake/{name}" for name in hosts], run)
+    assert report.hosts["@fake/clean"].changes == [], run.stderr[-3000:]
+    assert report.hosts["@fake/resigned"].changes == [
+        sentence_for(f"gpufleet nvidia_repo | {SIGNED_OPERATION}")
+    ]
