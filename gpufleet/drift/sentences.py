@@ -22,7 +22,7 @@ from gpufleet.stages.driver import (
     UNATTENDED_UPGRADES,
 )
 from gpufleet.stages.host_probe import DRIVER_MARKER
-from gpufleet.stages.nvidia_repo import APT_PROXY, SOURCES
+from gpufleet.stages.nvidia_repo import APT_PROXY, SIGNED_OPERATION, SOURCES
 
 
 @dataclass(frozen=True)
@@ -58,6 +58,11 @@ RULES: tuple[Rule, ...] = (
     _rule(
         r"no cuda-keyring one-line source",
         "cuda-keyring's one-line apt source is present (apt refuses it beside the managed one)",
+    ),
+    _rule(
+        re.escape(SIGNED_OPERATION),
+        "the NVIDIA CUDA repository is signed by another key than nvidia_repo_key_fingerprint "
+        "(apt keeps old package lists; a deploy names both keys)",
     ),
     _rule(
         r"NVIDIA CUDA repository.*",

@@ -15,6 +15,12 @@ from gpufleet.operations.probes import (
     KeyringFingerprints,
     planning_fact,
 )
+from gpufleet.operations.repo_signature import (
+    CHECK_SIGNER,
+    VERIFIED_UPDATE,
+    RepositorySigner,
+    release_base,
+)
 from gpufleet.operations.stdin import FETCH, PRIVATE_TMP, SECRET_ENV, secret_lines
 
 # Seconds apt waits for the dpkg lock before failing: right after boot apt-daily or
@@ -122,7 +128,8 @@ def repository(
     """
     An apt repository: its signing key as a keyring file (trusted only if the downloaded file
     holds exactly one primary key, with ``fingerprint``; needs ``curl`` and ``gpg``) and a
-    deb822 ``.sources`` file; runs ``apt-get update`` only when either changed.
+    deb822 ``.sources`` file; when either changed, ``apt-get update`` for this repository alone
+    first (the ``.sources`` is moved into place only if apt accepted it), then for all.
 
     + key_url: where to download the key (http(s):// or file://); sent on stdin, so it may
       carry credentials (a ``HiddenValue``)
@@ -170,18 +177,60 @@ def repository(
     current = host.get_fact(FileDigest, path=sources)
     if current is None or current["sha256"] != hashlib.sha256(sources_text.encode()).hexdigest():
         changed = True
-        yield StringCommand(
-            "printf '%s'",
-            QuoteString(sources_text),
-            ">",
-            QuoteString(sources),
-            "&& chmod 644",
-            QuoteString(sources),
-        )
     if changed:
+        # The .sources goes into place only after apt verified the repository with this key
+        # (a failed run leaves it out, so the next run tries again, and says why it failed).
+        yield StringCommand(
+            "sh -c",
+            QuoteString(VERIFIED_UPDATE),
+            "gpufleet-repo",
+            QuoteString(fingerprint),
+            QuoteString(keyring),
+            QuoteString(sources),
+            QuoteString(sources_text),
+            QuoteString(release_base(sources_text)),
+        )
         yield "apt-get update"
     else:
         host.noop(f"repository {sources} and key {fingerprint} are configured")
+
+
+@operation()
+def repository_signed(uri: str, fingerprint: str, keyring: str):
+    """
+    The repository as served now is signed by the pinned key. apt keeps a repository's old
+    lists, with only a warning, when its Release file is signed by another key; this operation
+    checks the signature itself (``gpgv`` against ``keyring``) and fails, naming both keys.
+
+    + uri: where the repository's ``InRelease`` is (``release_base`` of its ``.sources``)
+    + fingerprint: the pinned key, 40 hex digits
+    + keyring: the keyring ``repository`` installed
+
+    **Example:**
+
+    .. code:: python
+
+        repository_signed(
+            uri="https://developer.download.nvidia.com/compute/cuda/repos/ubuntu2204/x86_64/",
+            fingerprint="EB693B3035CD5710E231E123A4B469963BF863CC",
+            keyring="/usr/share/keyrings/gpufleet-nvidia-cuda.gpg",
+        )
+    """
+    fingerprint = fingerprint.replace(" ", "").upper()
+    state, signer = host.get_fact(RepositorySigner, uri=uri, keyring=keyring)
+    if state in ("nokeyring", "unreachable") or (state, signer) == ("good", fingerprint):
+        # No keyring yet: the repository operation installs it and verifies the first update;
+        # unreachable: apt's update says so. Neither is a signature by another key.
+        host.noop(f"{uri} signed by {fingerprint}" if state == "good" else f"{uri}: {state}")
+        return
+    yield StringCommand(
+        "sh -c",
+        QuoteString(CHECK_SIGNER),
+        "gpufleet-signer",
+        QuoteString(fingerprint),
+        QuoteString(keyring),
+        QuoteString(uri),
+    )
 
 
 def _missing(packages: list[str], installed: dict[str, list[str]]) -> list[str]:

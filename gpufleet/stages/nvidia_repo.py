@@ -7,6 +7,7 @@ from pyinfra.operations import files
 
 from gpufleet.operations import apt as gpufleet_apt
 from gpufleet.operations import files as gpufleet_files
+from gpufleet.operations.repo_signature import release_base
 from gpufleet.spec import NodeSpec, urls
 from gpufleet.stages.node import NodePlan, node_plan
 from gpufleet.templates import render
@@ -15,6 +16,7 @@ KEYRING = "/usr/share/keyrings/gpufleet-nvidia-cuda.gpg"
 SOURCES = "/etc/apt/sources.list.d/gpufleet-nvidia-cuda.sources"
 APT_PROXY = "/etc/apt/apt.conf.d/95gpufleet-proxy"
 APT_AUTH = "/etc/apt/auth.conf.d/gpufleet-nvidia-cuda.conf"
+SIGNED_OPERATION = "NVIDIA CUDA repository signed by the pinned key"
 # What the repository needs on a bare host: TLS roots, curl for the key, gpg to check it.
 BOOTSTRAP_PACKAGES = ["ca-certificates", "curl", "gnupg"]
 
@@ -43,7 +45,8 @@ def nvidia_repo(plan: NodePlan | None = None):
     Configure NVIDIA's CUDA apt repository for the host's distro and architecture: the apt
     proxy (if any), the repository login (if any, in ``/etc/apt/auth.conf.d``, mode 600), the
     signing key (refused unless it is exactly the pinned key) and a deb822 source with
-    ``Signed-By``; ``apt-get update`` runs only when the key or source changed.
+    ``Signed-By``; ``apt-get update`` runs only when the key or source changed. Then checks that
+    the repository as served is signed by the pinned key.
 
     .. code:: python
 
@@ -66,20 +69,29 @@ def nvidia_repo(plan: NodePlan | None = None):
         path=f"/etc/apt/sources.list.d/cuda-{distro}-{arch}.list",
         present=False,
     )
+    sources_text = render(
+        "nvidia-cuda.sources.j2",
+        uri=source_uri(spec, distro, arch),
+        keyring=KEYRING,
+        distro=distro,
+        arch=arch,
+    )
     gpufleet_apt.repository(
         name="NVIDIA CUDA repository (key fingerprint checked)",
         key_url=key_url(spec, distro, arch),
         fingerprint=spec.nvidia_repo_key_fingerprint,
         keyring=KEYRING,
         sources=SOURCES,
-        sources_text=render(
-            "nvidia-cuda.sources.j2",
-            uri=source_uri(spec, distro, arch),
-            keyring=KEYRING,
-            distro=distro,
-            arch=arch,
-        ),
+        sources_text=sources_text,
         proxy=spec.apt_proxy_hidden,
+    )
+    # apt keeps the old lists, with a warning only, when the repository is re-signed by
+    # another key: on a provisioned host that goes unnoticed unless checked here.
+    gpufleet_apt.repository_signed(
+        name=SIGNED_OPERATION,
+        uri=release_base(sources_text),
+        fingerprint=spec.nvidia_repo_key_fingerprint,
+        keyring=KEYRING,
     )
 
 

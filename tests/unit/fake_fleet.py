@@ -68,6 +68,7 @@ class FakeGpuHost:
     env_problems: tuple[str, ...] = ()  # what EnvProblems finds in a provisioned env
     provisioned: bool = False
     unheld: tuple[str, ...] = ()  # packages a completed run held, released since
+    repo_signer: str = ""  # RepositorySigner's answer, e.g. "other FPR" (default: the pinned key)
     inventory: dict[str, Any] = field(default_factory=dict)
 
     def spec(self) -> NodeSpec:
@@ -169,6 +170,9 @@ class FakeGpuHost:
             digest = hashlib.sha256(text.encode()).hexdigest()
             responses[f"stat -c %a {path}"] = [mode, f"{digest}  {path}"]
         responses[f"--show-keys {repo_stage.KEYRING}"] = [spec.nvidia_repo_key_fingerprint]
+        responses["gpufleet-signer"] = [
+            self.repo_signer or f"good {spec.nvidia_repo_key_fingerprint}"
+        ]
 
         installed = {"ca-certificates": "20230311", "curl": "7.81.0-1", "gnupg": "2.2.27-3"}
         installed.update({"dkms": "2.8.7-2", "python3": "3.10.6-1", "python3-venv": "3.10.6-1"})
