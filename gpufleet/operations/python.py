@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import hashlib
 import re
 
 from pyinfra import host
 from pyinfra.api import HiddenValue, OperationError, QuoteString, StringCommand, operation
 from pyinfra.facts.files import FileContents
 
+from gpufleet.matrix import locks
 from gpufleet.operations.probes import PathExists
 from gpufleet.operations.stdin import FETCH, PRIVATE_TMP, SECRET_ENV, secret_lines
 
@@ -158,11 +160,25 @@ def venv(
         yield StringCommand(QuoteString(python), "-m venv", QuoteString(env_dir))
 
 
-def _stamp_lines(
-    requirement: str, constraints_sha256: str, also: list[str] | None = None
-) -> list[str]:
-    lines = [f"requirement {requirement}", f"constraints-sha256 {constraints_sha256}"]
-    return lines + [f"also {extra}" for extra in also or ()]
+def _stamp_lines(requirement: str, lock_sha256: str) -> list[str]:
+    return [f"requirement {requirement}", f"lock-sha256 {lock_sha256}"]
+
+
+def checked_lock(requirement: str, lock_text: str) -> str:
+    """The lock's sha256 once every line is ``name==version --hash=sha256:...`` and it pins
+    ``requirement`` (``name[extras]==version``); ``OperationError`` otherwise."""
+    try:
+        pins = locks.parse_lock(lock_text)
+    except locks.LockError as exc:
+        raise OperationError(f"pip_install_checked: {exc}") from None
+    name, _, version = requirement.partition("==")
+    wanted = locks.normalize(name.split("[", 1)[0].strip())
+    if not any(pin.name == wanted and pin.version == version.strip() for pin in pins):
+        raise OperationError(
+            f"pip_install_checked: the lock does not pin {requirement}. Fix: regenerate it "
+            f"with {locks.MAKE_LOCKS}."
+        )
+    return hashlib.sha256(lock_text.encode()).hexdigest()
 
 
 @operation()
@@ -170,33 +186,31 @@ def pip_install_checked(
     python: str,
     requirement: str,
     tf_version: str,
-    constraints: str,
-    constraints_sha256: str,
+    lock: str,
+    lock_text: str,
     stamp: str,
     check_python: str,
     index_url: str | HiddenValue | None = None,
     trusted_host: str | None = None,
     require_cuda_build: bool = True,
-    also: list[str] | None = None,
     proxy: str | HiddenValue | None = None,
 ):
     """
-    ``pip install`` TensorFlow under a constraints file, check the environment imports it (and
-    that it is a CUDA build), then record what was installed in ``stamp``; a run whose stamp
-    already matches does nothing.
+    Install a hashed lock with ``pip install --require-hashes --no-deps -r lock`` (pip refuses
+    any file whose sha256 the lock does not list), check nothing is missing (``pip check``) and
+    that TensorFlow imports (as a CUDA build, when asked), then record the lock's digest in
+    ``stamp``; a run whose stamp already matches does nothing.
 
     + python: the environment's python
-    + requirement: e.g. ``"tensorflow[and-cuda]==2.21.0"``
+    + requirement: the locked TensorFlow, e.g. ``"tensorflow[and-cuda]==2.21.0"``
     + tf_version: the version the import must report
-    + constraints: path of the constraints file on the host
-    + constraints_sha256: its content's digest (a changed file means reinstalling)
-    + stamp: file recording the installed requirement and constraints
+    + lock: path of the lock on the host (written before, e.g. with ``files.content``)
+    + lock_text: its content, checked here: every line ``==`` pinned with a ``--hash``
+    + stamp: file recording the installed requirement and the lock's sha256
     + check_python: interpreter for the self-check (the ``gpufleet-python`` wrapper)
     + index_url: pip index (mirror), may be a ``HiddenValue`` carrying credentials
-    + trusted_host: host pip may reach without TLS verification
+    + trusted_host: host pip may reach without TLS verification (the hashes still hold)
     + require_cuda_build: fail unless ``tf.test.is_built_with_cuda()``
-    + also: more requirements installed beside it (PEP 508, markers allowed), e.g.
-      ``["nvidia-ml-py==13.590.48", "tomli==2.5.0; python_version < '3.11'"]``
     + proxy: HTTP proxy for pip (``index_url`` and ``proxy`` go on stdin, never in argv)
 
     **Example:**
@@ -207,27 +221,27 @@ def pip_install_checked(
             python="/opt/gpufleet/venvs/tf/bin/python",
             requirement="tensorflow[and-cuda]==2.21.0",
             tf_version="2.21.0",
-            constraints="/opt/gpufleet/venvs/tf/gpufleet-constraints.txt",
-            constraints_sha256="5f1e...",
-            stamp="/opt/gpufleet/venvs/tf/gpufleet-installed.txt",
+            lock="/opt/gpufleet/venvs/tf/etc/gpufleet/requirements.lock.txt",
+            lock_text=locks.lock_text("tensorflow[and-cuda]", "2.21.0"),
+            stamp="/opt/gpufleet/venvs/tf/etc/gpufleet/installed.txt",
             check_python="/usr/local/bin/gpufleet-python",
         )
     """
-    wanted = _stamp_lines(requirement, constraints_sha256, also)
+    wanted = _stamp_lines(requirement, checked_lock(requirement, lock_text))
     if host.get_fact(FileContents, path=stamp) == wanted:
         host.noop(f"{requirement} is installed and checked")
         return
     yield StringCommand(
         *with_secrets(),
         QuoteString(python),
-        "-m pip install --disable-pip-version-check --no-input --constraint",
-        QuoteString(constraints),
+        "-m pip install --disable-pip-version-check --no-input --require-hashes --no-deps",
         *_trusted_args(trusted_host),
-        "--",
-        QuoteString(requirement),
-        *[QuoteString(extra) for extra in also or ()],
+        "-r",
+        QuoteString(lock),
         _stdin=secret_lines(proxy=proxy, index_url=index_url),
     )
+    # --no-deps trusts the lock to be complete; pip check proves it for this host's markers.
+    yield StringCommand(QuoteString(python), "-m pip check --disable-pip-version-check")
     yield StringCommand(
         QuoteString(check_python),
         "-c",
