@@ -10,6 +10,8 @@ LOCK_DIR = Path(__file__).parent / "locks"
 # The packages gpufleet ships locks for (scripts/make-locks makes one per release of each).
 LOCKED_PACKAGES = ("tensorflow[and-cuda]", "tensorflow-cpu")
 MAKE_LOCKS = "scripts/make-locks"
+# Locks of the tools the deploy pip-installs (uv), one per pinned requirement.
+TOOL_DIR = LOCK_DIR / "tools"
 
 _NAME = re.compile(r"([A-Za-z0-9][A-Za-z0-9._-]*)(?:\[([A-Za-z0-9._,-]+)\])?")
 # One requirement of a lock once its continuation lines are joined:
@@ -65,6 +67,19 @@ def lock_text(package: str, tf_version: str) -> str:
             f"--package '{package}' --tf-version {tf_version}` in a gpufleet checkout (it needs "
             "uv==0.13.8 and PyPI), commit the lock, and deploy from that checkout; or set "
             "tensorflow_package / tf_version to a locked pair."
+        ) from None
+
+
+def tool_lock_text(requirement: str) -> str:
+    """The shipped lock of a pinned tool, e.g. ``tool_lock_text("uv==0.13.8")``."""
+    name, _, version = requirement.partition("==")
+    path = TOOL_DIR / f"{normalize(name.strip())}-{version.strip()}.txt"
+    try:
+        return path.read_text()
+    except FileNotFoundError:
+        raise LockError(
+            f"gpufleet has no hashed pip lock for {requirement} ({path.name}). Fix: run "
+            f"`{MAKE_LOCKS}` in a gpufleet checkout and commit gpufleet/matrix/locks/tools/."
         ) from None
 
 

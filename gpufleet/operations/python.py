@@ -262,9 +262,12 @@ def pip_tool(
     index_url: str | HiddenValue | None = None,
     trusted_host: str | None = None,
     proxy: str | HiddenValue | None = None,
+    lock: str | None = None,
+    lock_text: str | None = None,
 ):
     """
-    ``pip install`` a command-line tool into an environment unless its executable exists.
+    ``pip install`` a command-line tool into an environment unless its executable exists; with
+    ``lock``, from that hashed lock (``--require-hashes --no-deps -r``) instead of by name.
 
     + python: the environment's python
     + package: pip requirement, e.g. ``"uv"``
@@ -272,24 +275,32 @@ def pip_tool(
     + index_url: pip index (mirror), may be a ``HiddenValue``
     + trusted_host: host pip may reach without TLS verification
     + proxy: HTTP proxy for pip (sent on stdin, as ``index_url``)
+    + lock: path of the tool's hashed lock on the host (written before)
+    + lock_text: its content, checked here: it must pin ``package`` (``name==version``)
 
     **Example:**
 
     .. code:: python
 
-        pip_tool(python="/opt/gpufleet/tools/bin/python", package="uv",
+        pip_tool(python="/opt/gpufleet/tools/bin/python", package="uv==0.13.8",
                  executable="/opt/gpufleet/tools/bin/uv")
     """
+    if (lock is None) != (lock_text is None):
+        raise OperationError("pip_tool: lock and lock_text go together")
+    if lock_text is not None:
+        checked_lock(package, lock_text)
     if host.get_fact(PathExists, path=executable):
         host.noop(f"{executable} exists")
         return
+    if lock is not None:
+        what = ["--require-hashes --no-deps", *_trusted_args(trusted_host), "-r", QuoteString(lock)]
+    else:
+        what = [*_trusted_args(trusted_host), "--", QuoteString(package)]
     yield StringCommand(
         *with_secrets(),
         QuoteString(python),
         "-m pip install --disable-pip-version-check --no-input",
-        *_trusted_args(trusted_host),
-        "--",
-        QuoteString(package),
+        *what,
         _stdin=secret_lines(proxy=proxy, index_url=index_url),
     )
 

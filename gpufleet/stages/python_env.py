@@ -138,11 +138,23 @@ def _venv(plan: NodePlan) -> None:
             name="tool venv for uv",
             env_dir=tools,
         )
+        try:
+            uv_lock = locks.tool_lock_text(UV_REQUIREMENT)
+        except locks.LockError as exc:
+            raise DeployError(str(exc)) from None
+        uv_lock_path = f"{tools}/gpufleet-uv.lock.txt"
+        gpufleet_files.content(
+            name=f"{uv_lock_path}: hashed pip lock for {UV_REQUIREMENT}",
+            path=uv_lock_path,
+            text=uv_lock,
+        )
         python.pip_tool(
-            name="uv in the tool venv",
+            name="uv in the tool venv (hashed lock)",
             python=f"{tools}/bin/python",
             package=UV_REQUIREMENT,
             executable=f"{tools}/bin/uv",
+            lock=uv_lock_path,
+            lock_text=uv_lock,
             index_url=spec.pip_index_url_hidden,
             trusted_host=spec.pip_trusted_host,
             proxy=spec.apt_proxy_hidden,

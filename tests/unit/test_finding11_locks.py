@@ -22,10 +22,11 @@ from gpufleet.matrix.locks import (
     lock_text,
     normalize,
     parse_lock,
+    tool_lock_text,
 )
 from gpufleet.sandbox.state import SandboxError
 from gpufleet.sandbox.wheelhouse import build_wheelhouse, host_lock
-from gpufleet.stages.python_env import HOST_REQUIREMENTS
+from gpufleet.stages.python_env import HOST_REQUIREMENTS, UV_REQUIREMENT
 from tests.operations.helpers import run_operation
 
 LOCK_PATH = "/opt/gpufleet/venvs/tf/etc/gpufleet/requirements.lock.txt"
@@ -217,3 +218,29 @@ def test_pip_require_hashes_installs_the_locked_wheel_and_refuses_a_wrong_hash(
     assert done.returncode == 0, done.stderr
     got = [str(venv / "bin" / "python"), "-c", "import gpufleet_tiny; print(gpufleet_tiny.VALUE)"]
     assert subprocess.run(got, capture_output=True, text=True, check=True).stdout == "42\n"
+
+
+def uv_commands(lock: str) -> list[str]:
+    commands, _ = run_operation(
+        "python.pip_tool",
+        {"probes.PathExists": {"path=/t/bin/uv": False}},
+        python="/t/bin/python",
+        package=UV_REQUIREMENT,
+        executable="/t/bin/uv",
+        lock="/t/gpufleet-uv.lock.txt",
+        lock_text=lock,
+    )
+    return commands
+
+
+def test_finding11_uv_is_installed_from_its_hashed_lock() -> None:
+    lock = tool_lock_text(UV_REQUIREMENT)
+    pins = parse_lock(lock)
+    assert [(pin.name, pin.version) for pin in pins] == [("uv", "0.13.8")]
+    assert len(pins[0].hashes) > 1  # one per platform's wheel (and the sdist)
+    install = uv_commands(lock)[0]
+    assert install.endswith("--no-input --require-hashes --no-deps -r /t/gpufleet-uv.lock.txt")
+    with pytest.raises(OperationError, match=r"the lock does not pin uv==0\.13\.8"):
+        uv_commands("uv==0.13.7 --hash=sha256:" + "a" * 64 + "\n")
+    with pytest.raises(LockError, match=r"no hashed pip lock for uv==0\.0\.1"):
+        tool_lock_text("uv==0.0.1")
