@@ -4,7 +4,8 @@
     pyinfra inventories/prod.py deploy/gpu_node.py          # apply (idempotent)
 
 The stages live in gpufleet.stages; this file only wires them in order. A host that fails
-preflight is left untouched and reported failed; the other hosts carry on.
+preflight is left untouched and reported failed; the other hosts carry on. The reboot (and its
+wait) comes last, so a host that does not come back holds the others only at that operation.
 """
 
 from gpufleet.stages.cuda_stack import cuda_stack
@@ -16,11 +17,13 @@ from gpufleet.stages.node import node_plan
 from gpufleet.stages.nvidia_repo import nvidia_repo
 from gpufleet.stages.preflight import preflight
 from gpufleet.stages.python_env import python_env
+from gpufleet.stages.run_guard import run_end, run_start
 from gpufleet.stages.validation_payload import validation_payload
 
 plan = node_plan()  # validates the inventory (stops the whole run on a bad value)
 
 if preflight(plan=plan):
+    run_start(plan=plan)  # the host's deploy lock; an interrupted dpkg finished
     nvidia_repo(plan=plan)
     driver(plan=plan)
     cuda_stack(plan=plan)
@@ -29,3 +32,4 @@ if preflight(plan=plan):
     python_env(plan=plan)
     validation_payload(plan=plan)
     periodic_checks(plan=plan)  # a no-op with periodic_checks: False
+    run_end(plan=plan)  # lock released, then the reboot the driver needs (reboot policy)

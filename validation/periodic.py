@@ -37,6 +37,7 @@ from validation.periodic_checks import (
     gpu_health_checks,
     run_workload,
 )
+from validation.periodic_dcgm import dcgm_check
 from validation.tiers import FULL_WORKLOADS, TIERS
 
 
@@ -147,6 +148,7 @@ def run(args: argparse.Namespace) -> tuple[dict[str, Any], Path]:
     log_dir = args.out / "logs"
     log_dir.mkdir(parents=True, exist_ok=True)
     checks, gpu_section = gpu_health_checks(data)
+    checks.append(dcgm_check(data))
     workloads = []
     for name in names:
         check, doc = run_workload(

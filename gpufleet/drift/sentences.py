@@ -41,6 +41,13 @@ def _rule(pattern: str, sentence: str) -> Rule:
 # pyinfra's own operations when a deploy leaves them unnamed ("files.file (path=/x)"). File
 # operations are named "PATH: what it holds"; package holds "PACKAGE held".
 RULES: tuple[Rule, ...] = (
+    # run_start (its deploy lock is taken only while a deploy executes: never in a plan)
+    _rule(
+        r"dpkg repaired.*",
+        "dpkg was interrupted (dpkg --audit reports unfinished packages; apt refuses to "
+        "install until the next deploy repairs it)",
+    ),
+    _rule(r"deploy lock (taken|released).*", "the deploy lock would change (not a host state)"),
     # nvidia_repo
     _rule(
         rf"{re.escape(APT_PROXY)}: no apt proxy",
@@ -131,7 +138,8 @@ RULES: tuple[Rule, ...] = (
     _rule(r"(?P<path>/\S+): pip constraints .*", "{path} differs (pip constraints)"),
     _rule(
         r"pip install TensorFlow.*",
-        "TensorFlow, nvidia-ml-py or a pinned nvidia-* wheel not installed as declared",
+        "TensorFlow, nvidia-ml-py or a pinned nvidia-* wheel not installed as declared, or "
+        "its installed files missing or damaged",
     ),
     # validation_payload
     _rule(r"validation suite, versioned.*", "validation payload missing or differs"),

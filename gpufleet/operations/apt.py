@@ -17,11 +17,34 @@ from gpufleet.operations.probes import (
 )
 from gpufleet.operations.stdin import FETCH, PRIVATE_TMP, SECRET_ENV, secret_lines
 
+# Seconds apt waits for the dpkg lock before failing: right after boot apt-daily or
+# unattended-upgrades commonly hold it for minutes (apt >= 1.9.11; older apt ignores it).
+APT_LOCK_TIMEOUT_S = 300
+
 # apt-get without prompts; keep locally changed config files, as an unattended run must.
 APT_GET = (
     "DEBIAN_FRONTEND=noninteractive apt-get -y -o Dpkg::Options::=--force-confdef "
-    "-o Dpkg::Options::=--force-confold"
+    f"-o Dpkg::Options::=--force-confold -o DPkg::Lock::Timeout={APT_LOCK_TIMEOUT_S}"
 )
+
+# Runs the install given as arguments; only when apt did not know a package or version
+# (package lists older than a newly pinned version) refreshes the lists once and tries again.
+# Any other failure (a lock, a 404, an interrupted dpkg, a killed controller) is not retried:
+# a second attempt would only double the error, or run on with nobody watching.
+_INSTALL_RETRYING = r"""dir=$(mktemp -d) || exit 1
+trap 'rm -rf "$dir"' EXIT
+"$@" >"$dir/log" 2>&1
+rc=$?
+cat "$dir/log"
+[ "$rc" -eq 0 ] && exit 0
+if grep -Eq "^E: (Unable to locate package |Version '.*' for '.*' was not found)" "$dir/log"
+then
+  echo "gpufleet: apt does not know a requested package or version: refreshing the package" \
+    "lists once and retrying"
+  apt-get update && "$@" && exit 0
+fi
+exit "$rc"
+"""
 
 # Downloads the key into a private directory and installs it only when the file holds exactly
 # one primary key, the expected one; what is installed is that key alone, exported again by gpg
@@ -177,15 +200,18 @@ def install(
     update_first: bool = False,
     allow_change: bool = False,
     no_recommends: bool = False,
+    hold: bool = False,
 ):
     """
     Install apt packages (``name`` or ``name=version``) that are missing or at another version.
 
     + packages: package specs
     + update_first: run ``apt-get update`` first (only when something is to be installed);
-      without it, the lists are refreshed only if the install fails
+      without it, the lists are refreshed (once) only if apt does not know a package/version
     + allow_change: let apt change held packages and downgrade (branch changes, new pins)
     + no_recommends: skip recommended packages
+    + hold: ``apt-mark hold`` the packages in the same command, so a later failure never
+      leaves them installed but unheld
 
     **Example:**
 
@@ -206,10 +232,15 @@ def install(
         options += ["--allow-change-held-packages", "--allow-downgrades"]
     # "--": a package argument can never be read as an option (apt-get install --version).
     install_command = StringCommand(
-        APT_GET, "install", *options, "--", *[QuoteString(p) for p in missing]
+        "env", APT_GET, "install", *options, "--", *[QuoteString(p) for p in missing]
     )
-    # Package lists older than a newly pinned version: refresh them once and try again.
-    yield StringCommand(install_command, "|| { apt-get update &&", install_command, "; }")
+    command = StringCommand(
+        "sh -c", QuoteString(_INSTALL_RETRYING), "gpufleet-apt-install", install_command
+    )
+    if hold:
+        names = [QuoteString(p.split("=", 1)[0]) for p in packages]
+        command = StringCommand(command, "&& apt-mark hold --", *names)
+    yield command
 
 
 @operation()
@@ -280,7 +311,7 @@ if [ -z "$v" ]; then
   exit 1
 fi
 DEBIAN_FRONTEND=noninteractive apt-get -y --allow-downgrades --allow-change-held-packages \
-  install -- "$1=$v"
+  -o DPkg::Lock::Timeout="$4" install -- "$1=$v"
 """
 
 
@@ -314,4 +345,5 @@ def same_version_as(package: str, reference: str):
         QuoteString(package),
         QuoteString(wanted),
         QuoteString(reference),
+        str(APT_LOCK_TIMEOUT_S),
     )

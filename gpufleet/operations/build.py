@@ -3,59 +3,67 @@
 from __future__ import annotations
 
 from pyinfra import host
-from pyinfra.api import OperationError, QuoteString, StringCommand, operation
+from pyinfra.api import HiddenValue, OperationError, QuoteString, StringCommand, operation
 
 from gpufleet.operations.probes import PathExists
+from gpufleet.operations.stdin import FETCH, PRIVATE_TMP, SECRET_ENV, secret_lines
 
 # The whole build in one command, so that the download is checked in the command that uses it:
-# a root-only directory made for this run (mktemp -d: mode 0700), the archive fetched into it,
-# its sha256 checked, then unpacked, built and installed into PREFIX.gpufleet-new before one
-# rename makes it PREFIX. A failed step leaves PREFIX as it was; the trap removes the rest.
-# Arguments: URL SHA256 PREFIX CUDA_HOME NCCL_HOME NVCC_GENCODE (may be empty).
-_NCCL_TESTS_BUILD = """\
-set -eu
-url=$1 sha=$2 prefix=$3 cuda_home=$4 nccl_home=$5 gencode=$6
-work=$(mktemp -d "${TMPDIR:-/tmp}/gpufleet-nccl-tests.XXXXXXXX")
-trap 'rm -rf "$work" "$prefix.gpufleet-new"' EXIT
-curl -fsSL --retry 3 -o "$work/source.tar.gz" "$url"
-if ! printf '%s  %s\\n' "$sha" "$work/source.tar.gz" | sha256sum -c --status -; then
-  echo "gpufleet: nccl-tests source from $url has sha256" \
-    "$(sha256sum "$work/source.tar.gz" | cut -d' ' -f1), expected $sha; not building it." \
-    "Fix: check nccl_tests_url and nccl_tests_sha256." >&2
+# a root-only directory made for this run (stdin.PRIVATE_TMP: mktemp -d, mode 0700), the
+# archive fetched into it (the URL and proxy arrive on stdin: they may carry credentials), its
+# sha256 checked, then unpacked, built and installed into PREFIX.gpufleet-new before one rename
+# makes it PREFIX. A failed step leaves PREFIX as it was; the trap removes the rest.
+# Arguments: SHA256 PREFIX CUDA_HOME NCCL_HOME NVCC_GENCODE (may be empty); stdin: proxy, "",
+# URL (stdin.secret_lines).
+_NCCL_TESTS_BUILD = (
+    "set -eu\n"
+    + PRIVATE_TMP
+    + "sha=$1 prefix=$2 cuda_home=$3 nccl_home=$4 gencode=$5\n"
+    + 'trap \'rm -rf "$tmp" "$prefix.gpufleet-new"\' EXIT\n'
+    + SECRET_ENV
+    + "name=source.tar.gz\n"
+    + FETCH
+    + r"""got=$(sha256sum < "$tmp/source.tar.gz" | cut -d' ' -f1)
+if [ "$got" != "$sha" ]; then
+  echo "gpufleet: the nccl-tests source at nccl_tests_url has sha256 $got, expected $sha;" \
+    "not building it. Fix: check nccl_tests_url and nccl_tests_sha256." >&2
   exit 1
 fi
-mkdir "$work/src"
-tar -xzf "$work/source.tar.gz" -C "$work/src" --strip-components=1 --no-same-owner
+mkdir "$tmp/src"
+tar -xzf "$tmp/source.tar.gz" -C "$tmp/src" --strip-components=1 --no-same-owner
 set -- MPI=0 "CUDA_HOME=$cuda_home" "NCCL_HOME=$nccl_home"
 [ -z "$gencode" ] || set -- "$@" "NVCC_GENCODE=$gencode"
-make -C "$work/src" -j"$(nproc)" "$@"
+make -C "$tmp/src" -j"$(nproc)" "$@"
 rm -rf "$prefix.gpufleet-new"
 mkdir -p "$prefix.gpufleet-new/bin"
-cp "$work"/src/build/*_perf "$prefix.gpufleet-new/bin/"
+cp "$tmp"/src/build/*_perf "$prefix.gpufleet-new/bin/"
 rm -rf "$prefix"
 mv "$prefix.gpufleet-new" "$prefix"
 """
+)
 
 
 @operation()
 def nccl_tests(
-    url: str,
+    url: str | HiddenValue,
     sha256: str,
     prefix: str,
     cuda_home: str = "/usr/local/cuda",
     nccl_home: str = "/usr",
     nvcc_gencode: str = "",
+    proxy: str | HiddenValue | None = None,
 ):
     """
     Build NVIDIA's nccl-tests (without MPI, for one host) from a source archive whose sha256 is
     pinned, into ``prefix/bin`` (``all_reduce_perf`` and the other ``*_perf`` binaries), unless
     ``prefix/bin/all_reduce_perf`` is already there.
 
-    + url: the source archive (a release tarball, or a mirror of it)
+    + url: the source archive (a release tarball, or a mirror of it; sent on stdin)
     + sha256: the archive's sha256; a mismatch stops the build and removes the download
     + prefix: versioned install directory, e.g. ``/opt/gpufleet/nccl-tests/2.17.6``
     + cuda_home: the system CUDA toolkit; nccl_home: where libnccl-dev put NCCL
     + nvcc_gencode: ``-gencode=...`` flags for the host's GPUs (empty: nccl-tests' default)
+    + proxy: HTTP proxy for the download (sent on stdin)
 
     **Example:**
 
@@ -77,10 +85,10 @@ def nccl_tests(
         "-c",
         QuoteString(_NCCL_TESTS_BUILD),
         "gpufleet-nccl-tests",
-        QuoteString(url),
         QuoteString(sha256),
         QuoteString(prefix),
         QuoteString(cuda_home),
         QuoteString(nccl_home),
         QuoteString(nvcc_gencode),
+        _stdin=secret_lines(proxy=proxy, url=url),
     )

@@ -4,11 +4,16 @@ from __future__ import annotations
 
 import hashlib
 import posixpath
+import time
 
+from paramiko.ssh_exception import SSHException
 from pyinfra import host, logger
-from pyinfra.api import OperationError, QuoteString, StringCommand, operation
-from pyinfra.operations import server
+from pyinfra.api import FunctionCommand, OperationError, QuoteString, StringCommand, operation
+from pyinfra.api.host import Host
+from pyinfra.api.state import State
+from pyinfra.connectors.util import clear_askpass_cache, remove_any_sudo_askpass_file
 
+from gpufleet.operations import connection
 from gpufleet.operations.probes import FileDigest, NvidiaModuleState
 from gpufleet.text import plain
 
@@ -106,4 +111,57 @@ def reboot_for_driver(policy: str = "auto", reboot_timeout: int = 600, delay: in
         host.noop(f"reboot pending ({reason}), left to the operator by policy 'never'")
         return
     logger.info(f"{host.print_prefix}reboot needed: {reason}")
-    yield from server.reboot._inner(delay=delay, reboot_timeout=reboot_timeout)
+    boot_before: list[str] = []
+    yield FunctionCommand(_before_reboot, (boot_before,), {})
+    # Detached, so the channel closes at once instead of waiting on a dying sshd.
+    yield StringCommand("( sleep 1 && reboot ) </dev/null >/dev/null 2>&1 &")
+    yield FunctionCommand(_wait_for_reboot, (boot_before, delay, reboot_timeout), {})
+
+
+BOOT_ID = "cat /proc/sys/kernel/random/boot_id"
+
+
+def did_not_come_back(host_name: str, reboot_timeout: int) -> str:
+    """What the operator reads when a rebooted host stays away."""
+    return (
+        f"gpufleet: {host_name} did not come back within reboot_timeout_s={reboot_timeout} s "
+        "after the driver reboot. Fix: check its console or BMC (power, boot errors, network); "
+        "once it answers SSH, run the deploy again (raise reboot_timeout_s if it boots slowly)."
+    )
+
+
+def _boot_id(host: Host) -> str | None:
+    try:
+        ok, output = host.run_shell_command(StringCommand(BOOT_ID))
+    except (OSError, EOFError, SSHException) as exc:  # a half-closed SSH session
+        logger.debug(f"boot ID not read: {exc}")
+        return None
+    lines = output.stdout_lines if ok else []
+    return lines[0].strip() if lines else None
+
+
+def _before_reboot(state: State, host: Host, boot_before: list[str]) -> bool:
+    # The sudo askpass file would be left behind by the reboot; pyinfra re-uploads it if needed.
+    remove_any_sudo_askpass_file(host)
+    boot_before.append(_boot_id(host) or "")
+    return True
+
+
+def _wait_for_reboot(
+    state: State, host: Host, boot_before: list[str], delay: int, reboot_timeout: int
+) -> bool:
+    """Reconnect until the host runs a new boot (its boot ID changed), else explain and fail."""
+    time.sleep(delay)
+    clear_askpass_cache(host)
+    host.disconnect()
+    deadline = time.monotonic() + reboot_timeout
+    while True:
+        host.connect(show_errors=False)
+        if host.connected and _boot_id(host) not in (None, *boot_before):
+            return True
+        if time.monotonic() >= deadline:
+            connection.explained.add(host)
+            logger.error(f"{host.print_prefix}{did_not_come_back(host.name, reboot_timeout)}")
+            return False
+        host.disconnect()
+        time.sleep(1)

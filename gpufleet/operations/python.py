@@ -5,12 +5,12 @@ from __future__ import annotations
 import hashlib
 import re
 
-from pyinfra import host
+from pyinfra import host, logger
 from pyinfra.api import HiddenValue, OperationError, QuoteString, StringCommand, operation
 from pyinfra.facts.files import FileContents
 
 from gpufleet.matrix import locks
-from gpufleet.operations.probes import PathExists
+from gpufleet.operations.probes import EnvProblems, PathExists
 from gpufleet.operations.stdin import FETCH, PRIVATE_TMP, SECRET_ENV, secret_lines
 
 # Runs inside the environment (through the gpufleet-python wrapper, so the CUDA wheels are on
@@ -160,6 +160,20 @@ def venv(
         yield StringCommand(QuoteString(python), "-m venv", QuoteString(env_dir))
 
 
+def pinned_names(requirement: str, also: list[str] | None = None) -> list[str]:
+    """``name==version`` of each requirement pinned without a marker (extras dropped), the
+    distributions whose installed files ``EnvProblems`` checks.
+
+    Example: ``pinned_names("tensorflow[and-cuda]==2.21.0") == ["tensorflow==2.21.0"]``
+    """
+    pinned = []
+    for spec in [requirement, *(also or ())]:
+        name, sep, version = spec.partition("==")
+        if sep and ";" not in spec:
+            pinned.append(f"{name.split('[', 1)[0].strip()}=={version.strip()}")
+    return pinned
+
+
 def _stamp_lines(requirement: str, lock_sha256: str) -> list[str]:
     return [f"requirement {requirement}", f"lock-sha256 {lock_sha256}"]
 
@@ -199,7 +213,9 @@ def pip_install_checked(
     Install a hashed lock with ``pip install --require-hashes --no-deps -r lock`` (pip refuses
     any file whose sha256 the lock does not list), check nothing is missing (``pip check``) and
     that TensorFlow imports (as a CUDA build, when asked), then record the lock's digest in
-    ``stamp``; a run whose stamp already matches does nothing.
+    ``stamp``; a run whose stamp already matches does nothing. Does nothing only when
+    the stamp matches and the environment really holds TensorFlow (every file pip recorded
+    present, at its size: ``EnvProblems``); otherwise reinstalls with ``--force-reinstall``.
 
     + python: the environment's python
     + requirement: the locked TensorFlow, e.g. ``"tensorflow[and-cuda]==2.21.0"``
@@ -228,13 +244,25 @@ def pip_install_checked(
         )
     """
     wanted = _stamp_lines(requirement, checked_lock(requirement, lock_text))
-    if host.get_fact(FileContents, path=stamp) == wanted:
+    # The stamp says what the last checked install was; the environment itself says whether it
+    # is still there (a cut-off install or a deleted package directory leave the stamp as is).
+    problems = host.get_fact(EnvProblems, python=python, requirements=pinned_names(requirement))
+    if problems is None:  # the check's command itself failed: nothing says the env is sound
+        problems = ["the environment check did not run"]
+    if host.get_fact(FileContents, path=stamp) == wanted and not problems:
         host.noop(f"{requirement} is installed and checked")
         return
+    if problems:
+        logger.info(f"{host.print_prefix}environment {python}: {'; '.join(problems)}")
+    # The stamp goes first and comes back only after the check passed.
+    yield StringCommand("rm -f", QuoteString(stamp))
+    # --force-reinstall: pip trusts the metadata of a half-installed package ("Requirement
+    # already satisfied"); an install that is redone at all is redone in full.
     yield StringCommand(
         *with_secrets(),
         QuoteString(python),
-        "-m pip install --disable-pip-version-check --no-input --require-hashes --no-deps",
+        "-m pip install --disable-pip-version-check --no-input --force-reinstall",
+        "--require-hashes --no-deps",
         *_trusted_args(trusted_host),
         "-r",
         QuoteString(lock),

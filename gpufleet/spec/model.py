@@ -161,7 +161,9 @@ class NodeSpec:
     kernel_headers_package: str = _key(
         "auto", "headers metapackage; auto: from the running kernel's flavour"
     )
-    min_free_disk_gib: int = _key(25, "free GiB needed on / before installing")
+    min_free_disk_gib: int = _key(
+        25, "free GiB needed on each filesystem the deploy writes to (/, apt cache, env, payload)"
+    )
     # Hardware expectations
     gpu_count: int | None = _key(None, "expected number of GPUs; unset: whatever is found")
     gpu_less: bool = _key(False, "host has no GPU on purpose (CPU-only)")
@@ -213,9 +215,8 @@ class NodeSpec:
 
     def miniforge_installer_url_hidden(self, machine: str) -> HiddenValue | str:
         """``miniforge_installer_url``, a ``HiddenValue`` when it carries a login or query."""
-        url = urls.hidden(self.miniforge_installer_url(machine))
-        assert url is not None  # a str in, a str (or HiddenValue) out
-        return url
+        url = self.miniforge_installer_url(machine)
+        return HiddenValue(url) if urls.has_secret(url) else url
 
     @property
     def apt_proxy_hidden(self) -> HiddenValue | str | None:

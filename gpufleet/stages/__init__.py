@@ -8,13 +8,15 @@ preflight              refuses, before anything changes, an unsupported OS/arch,
                        foreign driver (unless ``replace_foreign_driver``), too little
                        disk, GPU processes while the driver would change (unless
                        ``force_driver_change``); the host is failed, the others go on
+run_start              the host's deploy lock (a second deploy is refused; a stale lock
+                       taken over); an interrupted dpkg finished before any apt operation
 nvidia_repo            apt proxy (secret-safe), signing key checked by fingerprint,
                        deb822 source with Signed-By; ``apt-get update`` only on change
 driver                 headers + DKMS, nouveau blacklisted (initramfs on change), the
                        distro's own driver builds blocked, other branch removed first,
                        branch locked (pinning package, else apt preferences + hold),
-                       unattended-upgrades blacklist, reboot per ``reboot``, then
-                       persistenced and (with NVSwitch) Fabric Manager running
+                       unattended-upgrades blacklist, persistenced and (with NVSwitch)
+                       Fabric Manager running (started by the reboot when one is due)
 cuda_stack             CUDA toolkit, cuDNN and NCCL at the matrix's versions, held
 dcgm                   DCGM (datacenter-gpu-manager-4 core + cuda<major>) pinned, held,
                        nvidia-dcgm running; data-centre GPUs on Ubuntu 22.04/24.04
@@ -24,6 +26,8 @@ python_env             conda (Miniforge, sha256-checked) or venv (system Python 
                        pip install under constraints; activation + gpufleet-python;
                        import self-check
 validation_payload     the validation suite at ``<payload_dir>/<version>`` + ``current``
+run_end                the deploy lock released, then the reboot per ``reboot``: last, so a
+                       host that does not come back holds the others only at that wait
 =====================  ===============================================================
 
 Reboot policy (``reboot``): ``auto`` reboots only when nouveau is loaded or the loaded NVIDIA

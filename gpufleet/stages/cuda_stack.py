@@ -21,27 +21,34 @@ def cuda_stack(plan: NodePlan | None = None):
     """
     plan = plan or node_plan()
     spec, resolution = plan.spec, plan.require_resolution()
-    held: list[str] = []
     if spec.install_cuda_toolkit:
         # The package name carries the minor version (cuda-toolkit-12-5): that is its pin.
         gpufleet_apt.install(
             name="system CUDA toolkit",
             packages=[resolution.cuda_toolkit_package],
         )
+    on_hold = sorted(plan.state.held)  # read by the probe: no round trip per package
+    # Each group is held by the command that installs it, and its hold operations follow at
+    # once: a failed NCCL install never leaves cuDNN installed but unheld.
     if spec.install_cudnn:
         gpufleet_apt.install(
             name="cuDNN runtime and dev, pinned",
             packages=resolution.cudnn_packages,
             allow_change=True,
+            hold=True,
         )
-        held += resolution.cudnn_packages
+        _held(resolution.cudnn_packages, on_hold)
     if spec.install_nccl:
         gpufleet_apt.install(
             name="NCCL runtime and dev, pinned",
             packages=resolution.nccl_packages,
             allow_change=True,
+            hold=True,
         )
-        held += resolution.nccl_packages
-    on_hold = sorted(plan.state.held)  # read by the probe: no round trip per package
-    for package in op_keys.each(p.split("=", 1)[0] for p in held):
+        _held(resolution.nccl_packages, on_hold)
+
+
+def _held(packages: list[str], on_hold: list[str]) -> None:
+    """One hold operation per package, so a plan names the one that is no longer held."""
+    for package in op_keys.each(p.split("=", 1)[0] for p in packages):
         gpufleet_apt.held(name=f"{package} held", package=package, on_hold=on_hold)

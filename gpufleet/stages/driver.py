@@ -57,8 +57,8 @@ def driver(plan: NodePlan | None = None):
     """
     Install and lock the NVIDIA driver the plan resolved: kernel headers and DKMS, nouveau
     blacklisted, any other branch (or, if allowed, a foreign driver) removed first, the
-    branch pinned, unattended-upgrades kept off, persistenced and Fabric Manager running,
-    and a reboot per the reboot policy.
+    branch pinned, unattended-upgrades kept off, persistenced and Fabric Manager running
+    (the reboot the driver needs comes at the end of the run: ``run_end``).
 
     .. code:: python
 
@@ -112,6 +112,7 @@ def driver(plan: NodePlan | None = None):
         name="NVIDIA driver packages of the locked branch",
         packages=packages,
         allow_change=True,
+        hold=resolution.pinning_package is None,  # held by the command that installs them
     )
     if fabric_manager:
         gpufleet_apt.same_version_as(
@@ -133,15 +134,10 @@ def driver(plan: NodePlan | None = None):
         path=UNATTENDED_UPGRADES,
         text=render("unattended-upgrades-nvidia.conf.j2", prefixes=UPGRADE_BLACKLIST),
     )
-    kernel.reboot_for_driver(
-        name="reboot if the running driver is not the installed one (reboot policy)",
-        policy=spec.reboot,
-        reboot_timeout=spec.reboot_timeout_s,
-    )
-
-    # Under 'never' a reboot this run cannot give (nouveau loaded, or another branch's module
-    # running) means the new driver cannot load yet: enable the services, start them at boot.
-    start = not (spec.reboot == "never" and _reboot_predicted(plan))
+    # The reboot comes last in the run (gpufleet.stages.run_end). When one is predicted
+    # (nouveau loaded, or another branch's module running) the new driver cannot load yet:
+    # enable the services; the reboot (or, under 'never', the operator's) starts them.
+    start = not _reboot_predicted(plan)
     if spec.persistenced:  # hosts without GPUs set persistenced: False (it has none to keep)
         _service("nvidia-persistenced", start=start)
     if fabric_manager:

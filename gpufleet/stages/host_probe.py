@@ -35,6 +35,7 @@ _SECTION = "##gpufleet-probe:"
 # bare host (no lspci, no mokutil, no nvidia-smi) answers in one go.
 _SCRIPT = """\
 echo '{s}os'; cat /etc/os-release 2>/dev/null
+env=$1; shift
 echo '{s}arch'; uname -m
 echo '{s}kernel'; uname -r
 echo '{s}pci'
@@ -57,8 +58,15 @@ echo '{s}gpu_processes'
 if [ -d /sys/module/nvidia ] && command -v nvidia-smi >/dev/null 2>&1; then
   nvidia-smi --query-compute-apps=pid,process_name --format=csv,noheader 2>/dev/null
 fi
-echo '{s}disk'; df -Pk / 2>/dev/null | tail -n 1
-echo '{s}env'; [ -x "$1/bin/python" ] && echo present
+echo '{s}disk'
+for p in "$@"; do
+  q=$p; while [ ! -e "$q" ]; do q=$(dirname "$q"); done
+  printf '%s\t' "$p"; df -Pk "$q" 2>/dev/null | tail -n 1
+done
+echo '{s}dpkg'
+ls -A /var/lib/dpkg/updates 2>/dev/null | head -n 3 | sed 's/^/pending update record /'
+dpkg --audit 2>/dev/null | head -n 40
+echo '{s}env'; [ -x "$env/bin/python" ] && echo present
 echo '{s}shim_mok'; [ -e /var/lib/shim-signed/mok/MOK.der ] && echo present
 true
 """
@@ -102,9 +110,19 @@ class HostState:
     held: tuple[str, ...] = ()  # packages on hold (apt-mark showhold), sorted
     marker_branch: int | None = None
     gpu_processes: tuple[str, ...] = ()
-    free_disk_kib: int | None = None
+    free_disk_kib: int | None = None  # on /
+    # Path the deploy writes to -> (free KiB, mount point) of the filesystem holding it (or
+    # its nearest existing parent).
+    free_disk: dict[str, tuple[int, str]] = field(default_factory=dict, hash=False)
+    # What `dpkg --audit` and /var/lib/dpkg/updates/ say is unfinished; empty when clean.
+    dpkg_problems: tuple[str, ...] = ()
     env_present: bool = False
     shim_mok_present: bool = False
+
+    @property
+    def dpkg_interrupted(self) -> bool:
+        """dpkg was stopped mid-run (killed, power lost): apt refuses to work until repaired."""
+        return bool(self.dpkg_problems)
 
     @property
     def gpus(self) -> list[PciDevice]:
@@ -151,24 +169,31 @@ def branch_of_package_version(version: str) -> int | None:
 class HostProbe(FactBase[HostState]):
     """
     Reads OS, architecture, kernel, NVIDIA PCI functions, Secure Boot, the loaded and installed
-    driver, installed driver packages, packages on hold, GPU processes, free disk and the
-    environment's presence.
+    driver, installed driver packages, packages on hold, GPU processes, free disk on each of
+    ``disk_paths``, dpkg's unfinished work and the environment's presence.
 
     .. code:: python
 
-        state = host.get_fact(HostProbe, env_dir="/opt/gpufleet/miniforge3/envs/tf")
-        state.os_id, state.gpus, state.installed_branches
+        state = host.get_fact(
+            HostProbe, env_dir="/opt/gpufleet/miniforge3/envs/tf", disk_paths=("/", "/opt")
+        )
+        state.os_id, state.gpus, state.installed_branches, state.dpkg_interrupted
     """
 
     @override
-    def command(self, env_dir: str) -> StringCommand:
+    def command(self, env_dir: str, disk_paths: tuple[str, ...] = ("/",)) -> StringCommand:
         script = _SCRIPT.format(
             s=_SECTION,
             patterns=" ".join(f"'{p}'" for p in DRIVER_PACKAGE_PATTERNS),
             marker=DRIVER_MARKER,
         )
         return StringCommand(
-            "sh", "-c", QuoteString(script), "gpufleet-probe", QuoteString(env_dir)
+            "sh",
+            "-c",
+            QuoteString(script),
+            "gpufleet-probe",
+            QuoteString(env_dir),
+            *[QuoteString(path) for path in disk_paths],
         )
 
     @staticmethod
@@ -182,8 +207,9 @@ class HostProbe(FactBase[HostState]):
 
 
 # C0 and C1 control characters (ESC, CSI, BEL, ...): what the host says is printed in plans and
-# refusals, and must not drive the operator's terminal (titles, clipboard, hyperlinks).
-_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
+# refusals, and must not drive the operator's terminal (titles, clipboard, hyperlinks). TAB is
+# kept: the probe's own disk lines use it as their separator.
+_CONTROL = re.compile(r"[\x00-\x08\x0a-\x1f\x7f-\x9f]")
 
 
 def parse_probe(lines: list[str]) -> HostState:
@@ -203,6 +229,8 @@ def parse_probe(lines: list[str]) -> HostState:
 
     os_release = _parse_os_release(sections.get("os", []))
     marker = first("marker")
+    free_disk = _parse_disk(sections.get("disk", []))
+    root = free_disk.get("/")
     return HostState(
         os_id=os_release.get("ID", ""),
         os_version=os_release.get("VERSION_ID", ""),
@@ -219,7 +247,9 @@ def parse_probe(lines: list[str]) -> HostState:
         held=tuple(sorted(set(sections.get("held", [])))),
         marker_branch=int(marker) if marker and marker.isdigit() else None,
         gpu_processes=tuple(sections.get("gpu_processes", [])),
-        free_disk_kib=_parse_df(first("disk")),
+        free_disk_kib=root[0] if root else None,
+        free_disk=free_disk,
+        dpkg_problems=tuple(sections.get("dpkg", [])),
         env_present=first("env") == "present",
         shim_mok_present=first("shim_mok") == "present",
     )
@@ -262,7 +292,15 @@ def _parse_packages(lines: list[str]) -> dict[str, str]:
     return packages
 
 
-def _parse_df(line: str | None) -> int | None:
-    # POSIX df -Pk: Filesystem 1024-blocks Used Available Capacity Mounted-on
-    bits = (line or "").split()
-    return int(bits[3]) if len(bits) >= 6 and bits[3].isdigit() else None
+def _parse_disk(lines: list[str]) -> dict[str, tuple[int, str]]:
+    """``PATH<TAB>df line`` per path; a bare df line (older probes) is that of ``/``."""
+    free = {}
+    for line in lines:
+        path, tab, df_line = line.partition("\t")
+        if not tab:
+            path, df_line = "/", line
+        # POSIX df -Pk: Filesystem 1024-blocks Used Available Capacity Mounted-on
+        bits = df_line.split()
+        if len(bits) >= 6 and bits[3].isdigit():
+            free[path] = (int(bits[3]), bits[5])
+    return free

@@ -8,6 +8,7 @@ from pyinfra.api import deploy
 from gpufleet.matrix import gpu_by_device_id
 from gpufleet.operations import apt as gpufleet_apt
 from gpufleet.operations import build
+from gpufleet.spec import urls
 from gpufleet.stages.node import NodePlan, node_plan
 
 # Build tools nccl-tests' Makefile needs beside the CUDA toolkit (nvcc) and libnccl-dev.
@@ -35,10 +36,11 @@ def nccl_tests(plan: NodePlan | None = None):
     gpufleet_apt.install(name="build tools for nccl-tests", packages=BUILD_TOOLS)
     build.nccl_tests(
         name=f"nccl-tests built in {spec.nccl_tests_dir} (sha256 checked)",
-        url=spec.nccl_tests_url,
+        url=urls.hidden(spec.nccl_tests_url) or spec.nccl_tests_url,
         sha256=spec.nccl_tests_sha256,
         prefix=spec.nccl_tests_dir,
         nvcc_gencode=nvcc_gencode(plan),
+        proxy=spec.apt_proxy_hidden,
     )
 
 

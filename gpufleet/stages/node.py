@@ -22,6 +22,15 @@ DISTRO_PYTHON = {
 }
 
 
+# Where apt downloads packages before unpacking them.
+APT_CACHE = "/var/cache/apt"
+
+
+def disk_paths(spec: NodeSpec) -> tuple[str, ...]:
+    """Every path the deploy writes to, each of which needs free space (preflight checks)."""
+    return ("/", APT_CACHE, spec.env_prefix, spec.payload_dir)
+
+
 class InventoryValueError(DeployError):
     """An inventory value no host can be provisioned with; raised while planning, before any
     host is changed, so that pyinfra stops the whole run."""
@@ -81,7 +90,7 @@ def node_plan(host: Host | None = None) -> NodePlan:
         spec = spec_for_host(host)
     except SpecError as exc:
         raise InventoryValueError(str(exc)) from None
-    probed = host.get_fact(HostProbe, env_dir=spec.env_dir)
+    probed = host.get_fact(HostProbe, env_dir=spec.env_dir, disk_paths=disk_paths(spec))
     resolution = None
     unsupported = None
     try:

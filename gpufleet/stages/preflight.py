@@ -13,7 +13,7 @@ from gpufleet.matrix.dcgm import DCGM_VERSION
 from gpufleet.matrix.drivers import version_tuple
 from gpufleet.stages.dcgm import skip_reason as dcgm_skip_reason
 from gpufleet.stages.nccl_tests import skip_reason as nccl_tests_skip_reason
-from gpufleet.stages.node import NodePlan, node_plan
+from gpufleet.stages.node import NodePlan, disk_paths, node_plan
 from gpufleet.text import plain
 
 
@@ -194,18 +194,33 @@ def _gpu_processes(plan: NodePlan) -> str | None:
 
 
 def _disk(plan: NodePlan) -> str | None:
-    free = plan.state.free_disk_kib
     resolution = plan.require_resolution()
     provisioned = plan.state.env_present and (
         resolution.driver_branch in plan.state.installed_branches
     )
     needed = plan.spec.min_free_disk_gib * 1024 * 1024
-    if free is None or provisioned or free >= needed:
+    if provisioned:
         return None
+    # One finding per filesystem, naming every path of the deploy it holds.
+    short: dict[str, tuple[int, list[str]]] = {}
+    for path in disk_paths(plan.spec):
+        found = plan.state.free_disk.get(path)
+        if found is None and path == "/" and plan.state.free_disk_kib is not None:
+            found = (plan.state.free_disk_kib, "/")
+        if found is None or found[0] >= needed:
+            continue
+        free, mount = found
+        short.setdefault(mount, (free, []))[1].append(path)
+    if not short:
+        return None
+    listed = "; ".join(
+        f"{free / 1024 / 1024:.1f} GiB free on {mount} (holding {', '.join(paths)})"
+        for mount, (free, paths) in short.items()
+    )
     return (
-        f"{free / 1024 / 1024:.1f} GiB free on /, {plan.spec.min_free_disk_gib} GiB needed for "
-        "the driver, CUDA and the Python environment. Fix: free space, or lower "
-        "min_free_disk_gib if you know less is needed."
+        f"{listed}: {plan.spec.min_free_disk_gib} GiB needed on each filesystem the deploy "
+        "writes to (the driver, CUDA, the apt cache, the Python environment, the payload). "
+        "Fix: free space there, or lower min_free_disk_gib if you know less is needed."
     )
 
 

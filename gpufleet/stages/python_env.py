@@ -84,7 +84,7 @@ def python_env(plan: NodePlan | None = None):
             text=lock,
         )
     python.pip_install_checked(
-        name="pip install the hashed lock (--require-hashes), check TensorFlow imports",
+        name="pip install TensorFlow from the hashed lock (--require-hashes), check it imports",
         python=spec.python_bin,
         requirement=requirement,
         tf_version=resolution.tf_version,

@@ -17,13 +17,14 @@ from gpufleet import __version__, matrix
 from gpufleet.matrix import locks
 from gpufleet.matrix.dcgm import DCGM_SERVICE, dcgm_packages, dcgm_unsupported_reason
 from gpufleet.operations.kernel import blacklist_text
-from gpufleet.spec import NodeSpec
+from gpufleet.spec import NodeSpec, SpecError
 from gpufleet.stages import driver as driver_stage
 from gpufleet.stages import monitoring
 from gpufleet.stages import nccl_tests as nccl_tests_stage
 from gpufleet.stages import nvidia_repo as repo_stage
 from gpufleet.stages import python_env as env_stage
 from gpufleet.stages.host_probe import DRIVER_MARKER
+from gpufleet.stages.node import disk_paths
 from gpufleet.stages.validation_payload import payload_archive, payload_paths
 from gpufleet.templates import render
 
@@ -62,6 +63,10 @@ class FakeGpuHost:
     runfile: bool = False
     gpu_processes: tuple[str, ...] = ()
     free_gib: int = 500
+    # Path of the deploy -> (free GiB, mount point) where it is not on / (free_gib).
+    mounts: dict[str, tuple[int, str]] = field(default_factory=dict)
+    dpkg_audit: tuple[str, ...] = ()  # what `dpkg --audit` prints (an interrupted dpkg)
+    env_problems: tuple[str, ...] = ()  # what EnvProblems finds in a provisioned env
     provisioned: bool = False
     unheld: tuple[str, ...] = ()  # packages a completed run held, released since
     inventory: dict[str, Any] = field(default_factory=dict)
@@ -126,8 +131,15 @@ class FakeGpuHost:
         lines += [f"{PROBE}held", *held]
         lines += [f"{PROBE}marker", *([str(marker)] if marker else [])]
         lines += [f"{PROBE}gpu_processes", *self.gpu_processes]
-        free_kib = self.free_gib * 1024 * 1024
-        lines += [f"{PROBE}disk", f"/dev/nvme0n1p2 976762584 1000 {free_kib} 1% /"]
+        lines.append(f"{PROBE}disk")
+        try:
+            paths = disk_paths(self.spec())
+        except SpecError:  # hosts whose inventory the deploy must refuse
+            paths = disk_paths(NodeSpec())
+        for path in paths:
+            gib, mount = self.mounts.get(path, (self.free_gib, "/"))
+            lines.append(f"{path}\t/dev/nvme0n1p2 976762584 1000 {gib * 1024 * 1024} 1% {mount}")
+        lines += [f"{PROBE}dpkg", *self.dpkg_audit]
         lines += [f"{PROBE}env", *(["present"] if self.provisioned else [])]
         return lines
 
@@ -207,6 +219,8 @@ class FakeGpuHost:
             f"requirement {spec.tensorflow_package}=={resolution.tf_version}",
             f"lock-sha256 {hashlib.sha256(lock.encode()).hexdigest()}",
         ]
+        # EnvProblems' script (run by the env's python) reads pip's RECORD files.
+        responses["importlib.metadata as md"] = [*self.env_problems, "gpufleet-env: checked"]
         for path in (f"{spec.conda_root}/bin/conda", f"{spec.env_dir}/bin/python"):
             responses[f"if [ -e {path} ]"] = ["yes"]
         return responses

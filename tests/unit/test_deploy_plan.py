@@ -111,7 +111,8 @@ REFUSED = {
     "busy-570": "the driver is about to change (570 -> 580) while 2 GPU process(es) run",
     "no-gpu": "no NVIDIA GPU on the PCI bus",
     "centos": "OS centos 7 is not supported",
-    "small-disk": "10.0 GiB free on /, 25 GiB needed",
+    "small-disk": "10.0 GiB free on / (holding /, /var/cache/apt, /opt/gpufleet, "
+    "/opt/gpufleet/validation): 25 GiB needed",
     "u2004-venv": "python_env 'venv' uses the system Python 3.8",
 }
 
@@ -208,8 +209,8 @@ def test_fresh_host_plans_every_stage_in_order(fleet_plan):
         "gpufleet cuda_stack | libnccl2 held",
         "gpufleet cuda_stack | libcudnn9-cuda-12 held",
         "gpufleet python_env | Miniforge (installer sha256 checked, then run, in one command)",
-        "gpufleet python_env | pip install the hashed lock (--require-hashes), check TensorFlow "
-        "imports",
+        "gpufleet python_env | pip install TensorFlow from the hashed lock (--require-hashes), "
+        "check it imports",
         "gpufleet python_env | /opt/gpufleet/miniforge3/envs/tf/etc/gpufleet/requirements.lock"
         ".txt: hashed pip lock for tensorflow[and-cuda]==2.21.0",
         "gpufleet validation_payload | validation suite, versioned, with a current link",
@@ -317,6 +318,7 @@ def test_prod_inventory_plan_reads_stage_by_stage():
     rows = [line.strip() for line in lines if line.strip().startswith("gpufleet ")]
     stages = list(dict.fromkeys(row.split(" | ")[0] for row in rows))
     assert stages == [
+        "gpufleet run_start",
         "gpufleet nvidia_repo",
         "gpufleet driver",
         "gpufleet cuda_stack",
@@ -325,6 +327,7 @@ def test_prod_inventory_plan_reads_stage_by_stage():
         "gpufleet python_env",
         "gpufleet validation_payload",
         "gpufleet monitoring",
+        "gpufleet run_end",
     ]
     fabric = next(row for row in rows if "nvidia-fabricmanager enabled" in row)
     # Change column: "4 (@fake/gpu-a100-01..., ...)": the A100 and H100 HGX hosts, not the V100.

@@ -18,6 +18,7 @@ from pathlib import Path
 import pytest
 
 from gpufleet.operations.build import _NCCL_TESTS_BUILD
+from gpufleet.operations.stdin import secret_lines
 from gpufleet.spec import NodeSpec, SpecError
 from gpufleet.stages.nccl_tests import nvcc_gencode
 
@@ -48,18 +49,10 @@ def archive(tmp_path: Path, makefile: str = MAKEFILE) -> tuple[Path, str]:
 
 
 def build(url: str, sha: str, prefix: Path, tmp: Path, gencode: str = "", **env: str):
+    """The command as the operation runs it: arguments, and the URL on stdin (no proxy)."""
     return subprocess.run(
-        [
-            "sh",
-            "-c",
-            _NCCL_TESTS_BUILD,
-            "gpufleet-nccl-tests",
-            url,
-            sha,
-            str(prefix),
-            *HOMES,
-            gencode,
-        ],
+        ["sh", "-c", _NCCL_TESTS_BUILD, "gpufleet-nccl-tests", sha, str(prefix), *HOMES, gencode],
+        input=secret_lines(url=url),
         capture_output=True,
         text=True,
         env={**os.environ, "TMPDIR": str(tmp), **env},
@@ -96,7 +89,9 @@ def test_a_mismatching_archive_is_never_built_and_leaves_nothing(tmp_path, tmpdi
     wrong = "0" * 64
     result = build(f"file://{source}", wrong, prefix, tmpdir_for_build)
     assert result.returncode == 1
-    assert f"has sha256 {sha}, expected {wrong}; not building it" in result.stderr
+    assert f"has sha256 {sha}, expected {wrong};" in result.stderr
+    assert "not building it" in result.stderr
+    assert str(source) not in result.stderr  # the URL (it may carry a login) is not printed
     assert "Fix: check nccl_tests_url and nccl_tests_sha256" in result.stderr
     assert "make args" not in result.stdout
     assert not prefix.exists()

@@ -30,6 +30,8 @@ BLOCKED = ("pyinfra", "rich", "jinja2", "markupsafe", "matplotlib", "gevent", "c
 HOST_MODULES = (
     "validation.periodic",
     "validation.periodic_checks",
+    "validation.periodic_dcgm",
+    "gpufleet.vendor",
     "gpufleet.health",
     "gpufleet.parsers",
     "gpufleet.report.schema",

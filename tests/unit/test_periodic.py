@@ -244,7 +244,9 @@ def test_unknown_workload_is_refused_with_the_choices(tmp_path: Path, replay: Pa
     assert "choose from mirrored" in latest(tmp_path)["run_error"]
 
 
-def test_old_results_are_pruned(tmp_path: Path, replay: Path) -> None:
+def test_finding14_only_the_runners_own_old_results_are_pruned(
+    tmp_path: Path, replay: Path
+) -> None:
     results = tmp_path / "out" / "results"
     results.mkdir(parents=True)
     # Not the runner's own files (security audit 14): a shared results folder keeps them.

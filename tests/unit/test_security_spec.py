@@ -200,7 +200,10 @@ def test_finding10_host_without_a_hash_for_its_arch_is_refused(tmp_path):
 def test_finding09_secrets_reach_pip_through_its_environment_not_argv(tmp_path):
     index = "https://u:1NDEXPW@pypi.example/simple"
     proxy = "http://u:PR0XYPW@proxy.example:3128"
-    facts = {"files.FileContents": {"path=/e/stamp": None}}
+    facts = {
+        "files.FileContents": {"path=/e/stamp": None},
+        "probes.EnvProblems": {"python=/e/bin/python, requirements=['tensorflow==2.21.0']": []},
+    }
     commands, _ = operation_commands(
         "python.pip_install_checked",
         facts,
@@ -214,7 +217,7 @@ def test_finding09_secrets_reach_pip_through_its_environment_not_argv(tmp_path):
         index_url=index,
         proxy=proxy,
     )
-    pip = commands[0]
+    pip = next(c for c in commands if "pip install" in str(c.get_raw_value()))
     for secret in ("1NDEXPW", "PR0XYPW"):
         assert secret not in pip.get_raw_value()
     # Run its front (the secret-reading wrapper) with `env` in place of python: the values

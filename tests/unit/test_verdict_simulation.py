@@ -82,6 +82,6 @@ def test_periodic_regressions_meet_the_budget_at_four_percent_cv() -> None:
         caught += any(
             regression_verdict(base, dropped[:t]).status == "regressed" for t in range(1, 6)
         )
-    # Expected about 0.5 % and 95 %; the old fixed 10 % cut caught half of these drops.
+    # Expected about 0.8 % and 95.7 %; the old fixed 10 % cut caught half of these drops.
     assert false_alarms <= 0.02 * hosts
     assert caught >= 0.9 * hosts
