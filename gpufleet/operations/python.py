@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import hashlib
 import re
 
 from pyinfra import host, logger
 from pyinfra.api import HiddenValue, OperationError, QuoteString, StringCommand, operation
 from pyinfra.facts.files import FileContents
 
+from gpufleet.matrix import locks
 from gpufleet.operations.probes import EnvProblems, PathExists
 from gpufleet.operations.stdin import FETCH, PRIVATE_TMP, SECRET_ENV, secret_lines
 
@@ -172,11 +174,25 @@ def pinned_names(requirement: str, also: list[str] | None = None) -> list[str]:
     return pinned
 
 
-def _stamp_lines(
-    requirement: str, constraints_sha256: str, also: list[str] | None = None
-) -> list[str]:
-    lines = [f"requirement {requirement}", f"constraints-sha256 {constraints_sha256}"]
-    return lines + [f"also {extra}" for extra in also or ()]
+def _stamp_lines(requirement: str, lock_sha256: str) -> list[str]:
+    return [f"requirement {requirement}", f"lock-sha256 {lock_sha256}"]
+
+
+def checked_lock(requirement: str, lock_text: str) -> str:
+    """The lock's sha256 once every line is ``name==version --hash=sha256:...`` and it pins
+    ``requirement`` (``name[extras]==version``); ``OperationError`` otherwise."""
+    try:
+        pins = locks.parse_lock(lock_text)
+    except locks.LockError as exc:
+        raise OperationError(f"pip_install_checked: {exc}") from None
+    name, _, version = requirement.partition("==")
+    wanted = locks.normalize(name.split("[", 1)[0].strip())
+    if not any(pin.name == wanted and pin.version == version.strip() for pin in pins):
+        raise OperationError(
+            f"pip_install_checked: the lock does not pin {requirement}. Fix: regenerate it "
+            f"with {locks.MAKE_LOCKS}."
+        )
+    return hashlib.sha256(lock_text.encode()).hexdigest()
 
 
 @operation()
@@ -184,35 +200,33 @@ def pip_install_checked(
     python: str,
     requirement: str,
     tf_version: str,
-    constraints: str,
-    constraints_sha256: str,
+    lock: str,
+    lock_text: str,
     stamp: str,
     check_python: str,
     index_url: str | HiddenValue | None = None,
     trusted_host: str | None = None,
     require_cuda_build: bool = True,
-    also: list[str] | None = None,
     proxy: str | HiddenValue | None = None,
 ):
     """
-    ``pip install`` TensorFlow under a constraints file, check the environment imports it (and
-    that it is a CUDA build), then record what was installed in ``stamp``. Does nothing when
-    the stamp matches and the environment really holds the pinned distributions (every file
-    pip recorded present, at its size: ``EnvProblems``); otherwise reinstalls with
-    ``--force-reinstall``, so a half-installed or damaged package is redone, not trusted.
+    Install a hashed lock with ``pip install --require-hashes --no-deps -r lock`` (pip refuses
+    any file whose sha256 the lock does not list), check nothing is missing (``pip check``) and
+    that TensorFlow imports (as a CUDA build, when asked), then record the lock's digest in
+    ``stamp``; a run whose stamp already matches does nothing. Does nothing only when
+    the stamp matches and the environment really holds TensorFlow (every file pip recorded
+    present, at its size: ``EnvProblems``); otherwise reinstalls with ``--force-reinstall``.
 
     + python: the environment's python
-    + requirement: e.g. ``"tensorflow[and-cuda]==2.21.0"``
+    + requirement: the locked TensorFlow, e.g. ``"tensorflow[and-cuda]==2.21.0"``
     + tf_version: the version the import must report
-    + constraints: path of the constraints file on the host
-    + constraints_sha256: its content's digest (a changed file means reinstalling)
-    + stamp: file recording the installed requirement and constraints
+    + lock: path of the lock on the host (written before, e.g. with ``files.content``)
+    + lock_text: its content, checked here: every line ``==`` pinned with a ``--hash``
+    + stamp: file recording the installed requirement and the lock's sha256
     + check_python: interpreter for the self-check (the ``gpufleet-python`` wrapper)
     + index_url: pip index (mirror), may be a ``HiddenValue`` carrying credentials
-    + trusted_host: host pip may reach without TLS verification
+    + trusted_host: host pip may reach without TLS verification (the hashes still hold)
     + require_cuda_build: fail unless ``tf.test.is_built_with_cuda()``
-    + also: more requirements installed beside it (PEP 508, markers allowed), e.g.
-      ``["nvidia-ml-py==13.590.48", "tomli==2.5.0; python_version < '3.11'"]``
     + proxy: HTTP proxy for pip (``index_url`` and ``proxy`` go on stdin, never in argv)
 
     **Example:**
@@ -223,18 +237,16 @@ def pip_install_checked(
             python="/opt/gpufleet/venvs/tf/bin/python",
             requirement="tensorflow[and-cuda]==2.21.0",
             tf_version="2.21.0",
-            constraints="/opt/gpufleet/venvs/tf/gpufleet-constraints.txt",
-            constraints_sha256="5f1e...",
-            stamp="/opt/gpufleet/venvs/tf/gpufleet-installed.txt",
+            lock="/opt/gpufleet/venvs/tf/etc/gpufleet/requirements.lock.txt",
+            lock_text=locks.lock_text("tensorflow[and-cuda]", "2.21.0"),
+            stamp="/opt/gpufleet/venvs/tf/etc/gpufleet/installed.txt",
             check_python="/usr/local/bin/gpufleet-python",
         )
     """
-    wanted = _stamp_lines(requirement, constraints_sha256, also)
+    wanted = _stamp_lines(requirement, checked_lock(requirement, lock_text))
     # The stamp says what the last checked install was; the environment itself says whether it
     # is still there (a cut-off install or a deleted package directory leave the stamp as is).
-    problems = host.get_fact(
-        EnvProblems, python=python, requirements=pinned_names(requirement, also)
-    )
+    problems = host.get_fact(EnvProblems, python=python, requirements=pinned_names(requirement))
     if problems is None:  # the check's command itself failed: nothing says the env is sound
         problems = ["the environment check did not run"]
     if host.get_fact(FileContents, path=stamp) == wanted and not problems:
@@ -249,14 +261,15 @@ def pip_install_checked(
     yield StringCommand(
         *with_secrets(),
         QuoteString(python),
-        "-m pip install --disable-pip-version-check --no-input --force-reinstall --constraint",
-        QuoteString(constraints),
+        "-m pip install --disable-pip-version-check --no-input --force-reinstall",
+        "--require-hashes --no-deps",
         *_trusted_args(trusted_host),
-        "--",
-        QuoteString(requirement),
-        *[QuoteString(extra) for extra in also or ()],
+        "-r",
+        QuoteString(lock),
         _stdin=secret_lines(proxy=proxy, index_url=index_url),
     )
+    # --no-deps trusts the lock to be complete; pip check proves it for this host's markers.
+    yield StringCommand(QuoteString(python), "-m pip check --disable-pip-version-check")
     yield StringCommand(
         QuoteString(check_python),
         "-c",
@@ -277,9 +290,12 @@ def pip_tool(
     index_url: str | HiddenValue | None = None,
     trusted_host: str | None = None,
     proxy: str | HiddenValue | None = None,
+    lock: str | None = None,
+    lock_text: str | None = None,
 ):
     """
-    ``pip install`` a command-line tool into an environment unless its executable exists.
+    ``pip install`` a command-line tool into an environment unless its executable exists; with
+    ``lock``, from that hashed lock (``--require-hashes --no-deps -r``) instead of by name.
 
     + python: the environment's python
     + package: pip requirement, e.g. ``"uv"``
@@ -287,24 +303,32 @@ def pip_tool(
     + index_url: pip index (mirror), may be a ``HiddenValue``
     + trusted_host: host pip may reach without TLS verification
     + proxy: HTTP proxy for pip (sent on stdin, as ``index_url``)
+    + lock: path of the tool's hashed lock on the host (written before)
+    + lock_text: its content, checked here: it must pin ``package`` (``name==version``)
 
     **Example:**
 
     .. code:: python
 
-        pip_tool(python="/opt/gpufleet/tools/bin/python", package="uv",
+        pip_tool(python="/opt/gpufleet/tools/bin/python", package="uv==0.13.8",
                  executable="/opt/gpufleet/tools/bin/uv")
     """
+    if (lock is None) != (lock_text is None):
+        raise OperationError("pip_tool: lock and lock_text go together")
+    if lock_text is not None:
+        checked_lock(package, lock_text)
     if host.get_fact(PathExists, path=executable):
         host.noop(f"{executable} exists")
         return
+    if lock is not None:
+        what = ["--require-hashes --no-deps", *_trusted_args(trusted_host), "-r", QuoteString(lock)]
+    else:
+        what = [*_trusted_args(trusted_host), "--", QuoteString(package)]
     yield StringCommand(
         *with_secrets(),
         QuoteString(python),
         "-m pip install --disable-pip-version-check --no-input",
-        *_trusted_args(trusted_host),
-        "--",
-        QuoteString(package),
+        *what,
         _stdin=secret_lines(proxy=proxy, index_url=index_url),
     )
 

@@ -146,25 +146,18 @@ def container_processes(state_dir: Path, state: SandboxState | None) -> list[int
     return container_processes_in(host_inodes(state_dir, state))
 
 
-def wheelhouse_packages(python_version: str) -> list[str]:
-    """What the deploy pip-installs on a sandbox host: TensorFlow as the sandbox's group data
-    names it, and the python_env stage's own requirements whose markers hold for the hosts'
-    Python (pip download would judge markers by this machine's Python instead)."""
-    from packaging.requirements import Requirement
-
+def wheelhouse_lock() -> str:
+    """The hashed lock the deploy installs on a sandbox host (TensorFlow as the sandbox's group
+    data names it): the wheelhouse serves exactly its files."""
+    from gpufleet.matrix.locks import LockError, lock_text
     from gpufleet.sandbox.inventory import group_data
     from gpufleet.spec import NodeSpec
-    from gpufleet.stages.python_env import HOST_REQUIREMENTS
 
     spec = NodeSpec.from_host_data(group_data(SandboxState(image="", os=[])))
-    packages = [f"{spec.tensorflow_package}=={spec.tf_version}"]
-    environment = {"python_version": python_version, "python_full_version": f"{python_version}.0"}
-    for line in HOST_REQUIREMENTS:
-        requirement = Requirement(line)
-        if requirement.marker is None or requirement.marker.evaluate(environment):
-            requirement.marker = None
-            packages.append(str(requirement))
-    return packages
+    try:
+        return lock_text(spec.tensorflow_package, spec.tf_version)
+    except LockError as exc:
+        raise SandboxError(str(exc)) from None
 
 
 def start_standins(state: SandboxState, state_dir: Path, cache: Path, log: Log) -> None:
@@ -185,8 +178,8 @@ def start_standins(state: SandboxState, state_dir: Path, cache: Path, log: Log) 
     log(f"stand-in NVIDIA repository built in {time.monotonic() - started:.1f} s")
     started = time.monotonic()
     python_version = image.image_spec(state.image).python_version
-    packages = wheelhouse_packages(python_version)
-    ensure_wheelhouse(www, cache / "wheelhouse", python_version=python_version, packages=packages)
+    lock = wheelhouse_lock()
+    ensure_wheelhouse(www, cache / "wheelhouse", python_version=python_version, lock_text=lock)
     log(f"wheelhouse ready in {time.monotonic() - started:.1f} s")
     state.pids["http_server"] = start_server(
         www, GATEWAY, HTTP_PORT, state_dir / "log" / "http-server.log"

@@ -1,8 +1,10 @@
 """The sandbox's local pip index: wheels for the hosts' Python, and a PEP 503 index over them.
 
 ``pip download`` fetches binary wheels for the hosts' interpreter (not this one) into a cache
-that survives ``sandbox down``; the index under ``www/simple`` points at copies under
-``www/wheels`` with ``#sha256=`` fragments, so hosts install TensorFlow without reaching out.
+that survives ``sandbox down``: the lines of the deploy's hashed lock whose markers hold on the
+hosts, with ``--require-hashes``, so the index serves exactly the locked files. The index under
+``www/simple`` points at copies under ``www/wheels`` with ``#sha256=`` fragments, so hosts
+install TensorFlow without reaching out.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from gpufleet.matrix.locks import LockError, parse_lock
 from gpufleet.sandbox.state import SandboxError
 
 # The manylinux tags TensorFlow's and numpy's x86_64 wheels carry; pip also accepts the older
@@ -52,7 +55,8 @@ def ensure_wheelhouse(
     cache: Path,
     *,
     python_version: str = "3.10",
-    packages: Sequence[str] = ("tensorflow-cpu==2.21.0",),
+    packages: Sequence[str] = (),
+    lock_text: str | None = None,
     platforms: Sequence[str] = DEFAULT_PLATFORMS,
 ) -> Path:
     """Download (once) and index wheels of ``packages`` for the hosts; return ``www/simple``.
@@ -60,7 +64,12 @@ def ensure_wheelhouse(
     Example: ``ensure_wheelhouse(STATE / "www", CACHE / "wheelhouse", python_version="3.10")``
     """
     return build_wheelhouse(
-        www, cache, python_version=python_version, packages=packages, platforms=platforms
+        www,
+        cache,
+        python_version=python_version,
+        packages=packages,
+        lock_text=lock_text,
+        platforms=platforms,
     ).index
 
 
@@ -69,11 +78,16 @@ def build_wheelhouse(
     cache: Path,
     *,
     python_version: str = "3.10",
-    packages: Sequence[str] = ("tensorflow-cpu==2.21.0",),
+    packages: Sequence[str] = (),
+    lock_text: str | None = None,
     platforms: Sequence[str] = DEFAULT_PLATFORMS,
     bootstrap: Sequence[str] = BOOTSTRAP,
 ) -> Wheelhouse:
-    """`ensure_wheelhouse` with timings: skips pip when the same request is already cached."""
+    """`ensure_wheelhouse` with timings: skips pip when the same request is already cached.
+
+    ``lock_text`` (a hashed lock, gpufleet/matrix/locks) is downloaded with ``--require-hashes``;
+    ``packages`` and ``bootstrap`` are plain requirements.
+    """
     if not re.fullmatch(r"3\.\d+", python_version):
         raise SandboxError(
             f"python_version {python_version!r} is not like '3.10'. Fix: pass the hosts' Python."
@@ -81,6 +95,7 @@ def build_wheelhouse(
     request = {
         "python_version": python_version,
         "packages": sorted(packages),
+        "lock_sha256": hashlib.sha256((lock_text or "").encode()).hexdigest(),
         "platforms": sorted(platforms),
         "bootstrap": sorted(bootstrap),
     }
@@ -90,7 +105,17 @@ def build_wheelhouse(
     started = time.monotonic()
     downloaded = not _cached(stamp, cache)
     if downloaded:
-        _pip_download(cache, python_version, [*packages, *bootstrap], platforms)
+        if lock_text is not None:
+            hashed = cache / f".gpufleet-lock.{key}.txt"
+            hashed.write_text(host_lock(lock_text, python_version, platforms))
+            _pip_download(
+                cache,
+                python_version,
+                ["--require-hashes", "--no-deps", "-r", str(hashed)],
+                platforms,
+            )
+        if packages or bootstrap:
+            _pip_download(cache, python_version, [*packages, *bootstrap], platforms)
         files = sorted(p.name for p in cache.glob("*.whl"))
         stamp.write_text(json.dumps({"request": request, "wheels": files}, indent=1))
     download_s = time.monotonic() - started
@@ -98,6 +123,36 @@ def build_wheelhouse(
     wheels = _publish(cache, www / "wheels")
     index = write_simple_index(www / "simple", wheels, cache)
     return Wheelhouse(index, tuple(wheels), download_s, time.monotonic() - started, downloaded)
+
+
+def host_lock(lock_text: str, python_version: str, platforms: Sequence[str]) -> str:
+    """The lock's pins whose markers hold on the hosts (CPython ``python_version`` on Linux, the
+    machine of ``platforms``), each with its hashes: pip download judges markers by this
+    machine's interpreter, not the hosts'."""
+    from packaging.markers import Marker
+
+    machine = "aarch64" if any(p.endswith("aarch64") for p in platforms) else "x86_64"
+    environment = {
+        "python_version": python_version,
+        "python_full_version": f"{python_version}.0",
+        "implementation_name": "cpython",
+        "platform_python_implementation": "CPython",
+        "os_name": "posix",
+        "sys_platform": "linux",
+        "platform_system": "Linux",
+        "platform_machine": machine,
+    }
+    try:
+        pins = parse_lock(lock_text)
+    except LockError as exc:
+        raise SandboxError(f"the wheelhouse's lock: {exc}") from None
+    lines = []
+    for pin in pins:
+        if pin.marker and not Marker(pin.marker).evaluate(environment):
+            continue
+        hashes = " ".join(f"--hash=sha256:{digest}" for digest in pin.hashes)
+        lines.append(f"{pin.name}=={pin.version} {hashes}")
+    return "\n".join(lines) + "\n"
 
 
 def _cached(stamp: Path, cache: Path) -> bool:

@@ -1,12 +1,10 @@
-"""The Python environment: Miniforge or venv, TensorFlow under pinned constraints, activation."""
+"""The Python environment: Miniforge or venv, TensorFlow from a hashed lock, activation."""
 
 from __future__ import annotations
 
-import hashlib
-
 from pyinfra.api import DeployError, deploy
 
-from gpufleet import matrix
+from gpufleet.matrix import locks
 from gpufleet.operations import apt as gpufleet_apt
 from gpufleet.operations import files as gpufleet_files
 from gpufleet.operations import python
@@ -19,7 +17,7 @@ WRAPPER = "/usr/local/bin/gpufleet-python"
 # What gpufleet's own code run on the host needs in the environment besides TensorFlow: NVML
 # for the workloads' utilization sampler (validation/nvml_sampler.py) and, before Python 3.11's
 # tomllib, tomli for validation/thresholds.py. The same pins as pyproject.toml's dependencies
-# (tests/unit/test_stages_files.py checks); pip skips tomli where the marker says so.
+# (tests/unit/test_stages_files.py checks); scripts/make-locks puts them in every lock.
 HOST_REQUIREMENTS = ("nvidia-ml-py==13.590.48", "tomli==2.5.0; python_version < '3.11'")
 # uv (use_uv), pinned like everything else the deploy installs: its 2026-11 release on PyPI.
 UV_REQUIREMENT = "uv==0.13.8"
@@ -34,8 +32,10 @@ def env_file(spec: NodeSpec) -> str:
 def python_env(plan: NodePlan | None = None):
     """
     Build the Python environment (conda by default, or venv), write its activation and the
-    ``gpufleet-python`` wrapper, then pip-install TensorFlow under a constraints file that pins
-    every ``nvidia-*`` wheel, and check that it imports (as a CUDA build, when required).
+    ``gpufleet-python`` wrapper, then pip-install TensorFlow from the release's hashed lock
+    (``gpufleet/matrix/locks``: every package pinned, every file's sha256 checked, the
+    ``nvidia-*`` wheels at the matrix's versions), and check that it imports (as a CUDA build,
+    when required).
 
     .. code:: python
 
@@ -71,23 +71,25 @@ def python_env(plan: NodePlan | None = None):
         mode="755",
     )
 
-    constraints = matrix.constraints_file(resolution.tf_version)
-    constraints_path = f"{spec.env_dir}/etc/gpufleet/constraints.txt"
-    with op_keys.keyed(constraints_path):
-        gpufleet_files.content(
-            name=f"{constraints_path}: pip constraints pinning every nvidia-* wheel",
-            path=constraints_path,
-            text=constraints,
-        )
     requirement = f"{spec.tensorflow_package}=={resolution.tf_version}"
+    try:
+        lock = locks.lock_text(spec.tensorflow_package, resolution.tf_version)
+    except locks.LockError as exc:
+        raise DeployError(str(exc)) from None
+    lock_path = f"{spec.env_dir}/etc/gpufleet/requirements.lock.txt"
+    with op_keys.keyed(lock_path):
+        gpufleet_files.content(
+            name=f"{lock_path}: hashed pip lock for {requirement}",
+            path=lock_path,
+            text=lock,
+        )
     python.pip_install_checked(
-        name="pip install TensorFlow under the constraints, check it imports",
-        also=list(HOST_REQUIREMENTS),
+        name="pip install TensorFlow from the hashed lock (--require-hashes), check it imports",
         python=spec.python_bin,
         requirement=requirement,
         tf_version=resolution.tf_version,
-        constraints=constraints_path,
-        constraints_sha256=hashlib.sha256(constraints.encode()).hexdigest(),
+        lock=lock_path,
+        lock_text=lock,
         stamp=f"{spec.env_dir}/etc/gpufleet/installed.txt",
         check_python=WRAPPER,
         index_url=spec.pip_index_url_hidden,
@@ -136,11 +138,23 @@ def _venv(plan: NodePlan) -> None:
             name="tool venv for uv",
             env_dir=tools,
         )
+        try:
+            uv_lock = locks.tool_lock_text(UV_REQUIREMENT)
+        except locks.LockError as exc:
+            raise DeployError(str(exc)) from None
+        uv_lock_path = f"{tools}/gpufleet-uv.lock.txt"
+        gpufleet_files.content(
+            name=f"{uv_lock_path}: hashed pip lock for {UV_REQUIREMENT}",
+            path=uv_lock_path,
+            text=uv_lock,
+        )
         python.pip_tool(
-            name="uv in the tool venv",
+            name="uv in the tool venv (hashed lock)",
             python=f"{tools}/bin/python",
             package=UV_REQUIREMENT,
             executable=f"{tools}/bin/uv",
+            lock=uv_lock_path,
+            lock_text=uv_lock,
             index_url=spec.pip_index_url_hidden,
             trusted_host=spec.pip_trusted_host,
             proxy=spec.apt_proxy_hidden,

@@ -220,7 +220,8 @@ def test_a_package_removed_from_the_env_shows_and_is_reinstalled(
     ok(sandbox, H2, f"rm -rf {site_packages(sandbox, spec, H2)}/tensorflow")
     changes = planned_changes(inventory, H2)
     assert changes == [
-        "gpufleet python_env | pip install TensorFlow under the constraints, check it imports"
+        "gpufleet python_env | pip install TensorFlow from the hashed lock (--require-hashes), "
+        "check it imports"
     ]
     report = gpufleet("drift", *drift_args(inventory, H2), check=False)
     assert report.returncode == 1, report.stdout + report.stderr

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from gpufleet import __version__, matrix
+from gpufleet.matrix import locks
 from gpufleet.matrix.dcgm import DCGM_SERVICE, dcgm_packages, dcgm_unsupported_reason
 from gpufleet.operations.kernel import blacklist_text
 from gpufleet.spec import NodeSpec, SpecError
@@ -217,11 +218,10 @@ class FakeGpuHost:
             f"link={__version__}",
         ]
         stamp = f"{spec.env_dir}/etc/gpufleet/installed.txt"
-        constraints = matrix.constraints_file(resolution.tf_version)
+        lock = locks.lock_text(spec.tensorflow_package, resolution.tf_version)
         responses[f"cat {stamp}"] = [
             f"requirement {spec.tensorflow_package}=={resolution.tf_version}",
-            f"constraints-sha256 {hashlib.sha256(constraints.encode()).hexdigest()}",
-            *[f"also {extra}" for extra in env_stage.HOST_REQUIREMENTS],
+            f"lock-sha256 {hashlib.sha256(lock.encode()).hexdigest()}",
         ]
         # EnvProblems' script (run by the env's python) reads pip's RECORD files.
         responses["importlib.metadata as md"] = [*self.env_problems, "gpufleet-env: checked"]
@@ -281,8 +281,8 @@ def _managed_files(
             render("gpufleet-python.j2", env_dir=spec.env_dir, env_file=env_file),
             "755",
         ),
-        f"{spec.env_dir}/etc/gpufleet/constraints.txt": (
-            matrix.constraints_file(resolution.tf_version),
+        f"{spec.env_dir}/etc/gpufleet/requirements.lock.txt": (
+            locks.lock_text(spec.tensorflow_package, resolution.tf_version),
             "644",
         ),
     }

@@ -209,7 +209,10 @@ def test_fresh_host_plans_every_stage_in_order(fleet_plan):
         "gpufleet cuda_stack | libnccl2 held",
         "gpufleet cuda_stack | libcudnn9-cuda-12 held",
         "gpufleet python_env | Miniforge (installer sha256 checked, then run, in one command)",
-        "gpufleet python_env | pip install TensorFlow under the constraints, check it imports",
+        "gpufleet python_env | pip install TensorFlow from the hashed lock (--require-hashes), "
+        "check it imports",
+        "gpufleet python_env | /opt/gpufleet/miniforge3/envs/tf/etc/gpufleet/requirements.lock"
+        ".txt: hashed pip lock for tensorflow[and-cuda]==2.21.0",
         "gpufleet validation_payload | validation suite, versioned, with a current link",
         "gpufleet monitoring | /etc/gpufleet/expectations.json: expectations for the periodic "
         "checks",

@@ -87,7 +87,8 @@ def test_a_deleted_package_shows_in_the_plan_despite_the_stamp(fault_plan):
     _, plan = fault_plan
     ops = _changes(plan, "done-tf-deleted")
     assert ops == [
-        "gpufleet python_env | pip install TensorFlow under the constraints, check it imports"
+        "gpufleet python_env | pip install TensorFlow from the hashed lock (--require-hashes), "
+        "check it imports"
     ]
     assert "damaged" in sentence_for(ops[0])
 

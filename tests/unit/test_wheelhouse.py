@@ -136,7 +136,11 @@ def test_tensorflow_wheelhouse_for_the_hosts(
     """The real set (TF CPU for Python 3.10), in the cache `sandbox up` uses; prints timings."""
     www = tmp_path / "www"
     started = time.monotonic()
-    house = build_wheelhouse(www, CACHE_DIR / "wheelhouse", python_version="3.10")
+    from gpufleet.sandbox.fleet import wheelhouse_lock
+
+    house = build_wheelhouse(
+        www, CACHE_DIR / "wheelhouse", python_version="3.10", lock_text=wheelhouse_lock()
+    )
     names = {w.name.split("-", 1)[0].lower() for w in house.wheels}
     assert {"tensorflow_cpu", "numpy", "keras", "pip", "setuptools", "wheel"} <= names
     assert (house.index / "tensorflow-cpu" / "index.html").is_file()
