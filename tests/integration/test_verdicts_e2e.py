@@ -91,7 +91,11 @@ def test_inconclusive_speed_checks_make_the_host_unproven(inventory: Path, tmp_p
     (xla,) = doc["workloads"]
     assert xla["processes"] == 2  # the quick tier's fresh processes, judged together
     speed = next(c for c in xla["checks"] if c["name"] == "xla_speedup")
-    assert speed["status"] == "inconclusive" and "1000.0 % (host history)" in speed["reason"]
+    assert speed["status"] == "inconclusive"
+    # The host history's 1000 % between-run spread, plus the measured within-process noise
+    # (root of the sum of squares): 1000.0 % or a little more, never less.
+    spread = re.search(r"between-run spread ([0-9.]+) % \(host history\)", speed["reason"])
+    assert spread and 1000.0 <= float(spread.group(1)) < 1010.0, speed["reason"]
     assert speed["judgement"]["processes"] == 2
     # Never a baseline, of either tier.
     assert not baseline.baseline_path(results, HOST, "quick").exists()
