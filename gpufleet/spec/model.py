@@ -25,19 +25,12 @@ from gpufleet.spec.defaults import (
     PYINFRA_KEY_PREFIXES,
     USER_KEY_PREFIX,
 )
+from gpufleet.spec.fields import key_field as _key  # short: it declares every key below
+from gpufleet.spec.fields import key_meta as _meta
 
 
 class SpecError(ValueError):
     """An inventory value that cannot be used; the message names the key and the fix."""
-
-
-def _meta(doc: str, choices: Sequence[str] = (), secret: bool = False) -> dict[str, Any]:
-    return {"doc": doc, "choices": tuple(choices), "secret": secret}
-
-
-def _key(default: Any, doc: str, choices: Sequence[str] = (), secret: bool = False) -> Any:
-    """A NodeSpec field with its one-line doc (and allowed values) in the field metadata."""
-    return field(default=default, metadata=_meta(doc, choices, secret), repr=not secret)
 
 
 @dataclass(frozen=True)
