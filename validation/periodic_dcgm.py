@@ -8,7 +8,7 @@ from collections.abc import Callable
 from typing import Any
 
 from validation.periodic_checks import check_entry, nvidia_gpus_on_bus
-from validation.vendor_runs import DCGM_TIMEOUT_S
+from validation.vendor_runs import DCGM_OFF, DCGM_TIMEOUT_S, DCGMI_MISSING
 
 NAME = "vendor_diagnostics::dcgm_diag"
 LEVEL = 1  # the periodic run never stresses GPUs that user jobs may be using
@@ -38,17 +38,12 @@ def dcgm_check(
     from gpufleet.vendor import judge_dcgm
 
     if data.get("dcgm") == "off":
-        return check_entry(NAME, "skipped", "dcgm: off in the inventory")
+        return check_entry(NAME, "skipped", DCGM_OFF)
     if not gpus_on_bus():
         verdict = judge_dcgm(None, gpu_present=False, level=LEVEL)
         return check_entry(NAME, "skipped", verdict.reason)
     if shutil.which("dcgmi") is None:
-        return check_entry(
-            NAME,
-            "fail",
-            "dcgmi is not installed though this host has NVIDIA GPUs; run the "
-            "deploy (stage dcgm) or set dcgm: off",
-        )
+        return check_entry(NAME, "fail", DCGMI_MISSING)
     mig_rc, mig = run(["nvidia-smi", "--query-gpu=mig.mode.current", "--format=csv,noheader"], 60)
     if mig_rc == 0 and "Enabled" in mig:
         verdict = judge_dcgm(None, mig_enabled=True, level=LEVEL)

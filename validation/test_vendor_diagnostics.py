@@ -10,7 +10,14 @@ from gpufleet.matrix import gpu_by_device_id
 from gpufleet.parsers import parse_dcgm_diag, parse_nccl_tests
 from gpufleet.vendor import figure_of, judge_dcgm, judge_nccl
 from validation.hostinfo import HostInfo
-from validation.vendor_runs import dcgm_command, dcgm_level, nccl_tests_command, split_rc
+from validation.vendor_runs import (
+    DCGM_OFF,
+    DCGMI_MISSING,
+    dcgm_command,
+    dcgm_level,
+    nccl_tests_command,
+    split_rc,
+)
 
 
 def _apply(verdict: Any, record: Any) -> None:
@@ -31,12 +38,9 @@ def _mig_enabled(host: Any) -> bool:
 
 def test_dcgm_diag(host: Any, gpu: HostInfo, spec: Any, tier: str, record: Any) -> None:
     if spec.dcgm == "off":
-        pytest.skip("dcgm: off in the inventory")
+        pytest.skip(DCGM_OFF)
     if not host.exists("dcgmi"):
-        pytest.fail(
-            "dcgmi is not installed though this host has NVIDIA GPUs; run the deploy "
-            "(stage dcgm) or set dcgm: off"
-        )
+        pytest.fail(DCGMI_MISSING)
     level = dcgm_level(spec, tier)
     if _mig_enabled(host):
         _apply(judge_dcgm(None, mig_enabled=True, level=level), record)

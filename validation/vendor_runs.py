@@ -11,6 +11,12 @@ DCGM_LEVELS = {"quick": 1, "full": 3}
 # memtest and the pulse test, 45 min to 2.25 h on AWS's p4d/p5 (anchor research, section 4).
 DCGM_TIMEOUT_S = {1: 300, 2: 1200, 3: 3600, 4: 4 * 3600}
 NCCL_TESTS_TIMEOUT_S = 1200
+# What the suite and the periodic run say when DCGM is off, or missing on a GPU host.
+DCGM_OFF = "dcgm: off in the inventory"
+DCGMI_MISSING = (
+    "dcgmi is not installed though this host has NVIDIA GPUs; run the deploy (stage dcgm) "
+    "or set dcgm: off"
+)
 
 
 def dcgm_level(spec: Any, tier: str) -> int:
