@@ -32,8 +32,11 @@ from gpufleet.matrix.floors import Floor, FloorError, canonical_interconnect, fi
 
 if sys.version_info >= (3, 11):
     import tomllib
-else:  # pragma: no cover - Python 3.10 hosts use the tomli backport
-    import tomli as tomllib
+else:  # pragma: no cover - Python 3.10 hosts use the tomli backport, where it is installed
+    try:
+        import tomli as tomllib
+    except ImportError:  # the workloads on the host only parse JSON documents (parse())
+        tomllib = None
 
 SCHEMA = 1
 
@@ -117,6 +120,8 @@ def parse(data: dict[str, Any], path: str = "<calibration>") -> Calibration:
 
 def load(path: str | Path) -> Calibration:
     """Read and parse one calibration file."""
+    if tomllib is None:
+        raise FloorError("reading a calibration TOML file needs Python >= 3.11 or tomli")
     try:
         text = Path(path).read_text(encoding="utf-8")
     except OSError as exc:

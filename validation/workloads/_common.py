@@ -30,6 +30,7 @@ from typing import Any
 from validation.harness import FAIL, NOT_APPLICABLE, Verdict, combine
 from validation.nvml_sampler import NvmlSampler
 from validation.workloads._devices import check_tensorflow_sees_the_gpus, discover_devices
+from validation.workloads._floors import load_floors, read_calibration
 from validation.workloads._run import NO_GPU, Run, WorkloadError
 
 __all__ = ["NO_GPU", "Run", "WorkloadError", "main", "not_applicable"]
@@ -60,6 +61,13 @@ def _parser(workload: str, description: str) -> argparse.ArgumentParser:
         metavar="JSON",
         help="threshold overrides as a JSON object, or @FILE holding one "
         "(the inventory's 'thresholds'); keys from thresholds.toml",
+    )
+    parser.add_argument(
+        "--calibration",
+        default=None,
+        metavar="JSON",
+        help="a calibration file (gpufleet.matrix.calibration) as JSON, or @FILE holding one: "
+        "its floors replace the published-derived ones for this kind of host",
     )
     parser.add_argument("--seed", type=int, default=0, help="seed for data and bootstrap")
     return parser
@@ -160,6 +168,7 @@ def main(
     status = 0
     try:
         overrides = _read_overrides(args.thresholds)
+        calibration = read_calibration(args.calibration)
         run.step("import", "importing TensorFlow")
         run.tf = _import_tensorflow()
         run.config["tensorflow_version"] = run.tf.__version__
@@ -168,6 +177,7 @@ def main(
         from validation.thresholds import load_thresholds
 
         run.thresholds = load_thresholds(run.compute_capability, run.gpu_model, overrides)
+        load_floors(run, calibration)
         run.step(
             "devices", ", ".join(f"{d['name']} ({d['model'] or d['type']})" for d in run.devices)
         )

@@ -41,6 +41,10 @@ class Run:
     compute_capability: tuple[int, int] | None = None
     gpu_model: str | None = None
     thresholds: dict[str, float] = field(default_factory=dict)
+    # gpufleet.matrix.floors for this host's kind (validation.workloads._floors.load_floors);
+    # floors_reason says why there are none (no GPU, a model the matrix does not know).
+    floors: dict[str, Any] = field(default_factory=dict)
+    floors_reason: str | None = None
     sampler: NvmlSampler | None = None
     config: dict[str, Any] = field(default_factory=dict)
     measurements: dict[str, Any] = field(default_factory=dict)
@@ -104,6 +108,21 @@ class Run:
         value = self.thresholds[key]
         self.config.setdefault("thresholds", {})[key] = value
         return value
+
+    def floor(self, name: str) -> Any:
+        """The floor ``name`` (a gpufleet.matrix.floors.Floor) this host faces, or None; recorded
+        in config["floors"] with its origin, or with why there is none, as the evidence.
+
+        Example: ``run.floor("mixed_precision.speedup.fp16").value`` -> 1.96 on an 8xA100."""
+        found = self.floors.get(name)
+        entry: dict[str, Any]
+        if found is None:
+            entry = {"value": None, "origin": self.floors_reason or "no floor of this name"}
+        else:
+            entry = {"value": found.value, "unit": found.unit, "bound": found.bound}
+            entry["origin"] = found.origin
+        self.config.setdefault("floors", {})[name] = entry
+        return found
 
     def phase(self, label: str) -> AbstractContextManager[None]:
         """Tag the NVML samples taken inside the block with ``label`` (no-op without NVML)."""

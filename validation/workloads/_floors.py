@@ -1,0 +1,92 @@
+"""The floors this host's figures face: gpufleet.matrix.floors for its kind, calibrated or not.
+
+The kind of host is its GPU model (as TensorFlow/NVML name it), how many GPUs the workload
+uses and their interconnect class (``nvidia-smi topo -m``). The floors are the ones
+``gpufleet thresholds`` prints for that kind, with a calibration file's floors where the
+inventory names one (``--calibration``). Every floor a workload asks for is written to the
+document's ``config["floors"]`` with its value, unit and origin, so the report can say which
+came from a published figure, which from calibration and which are gpufleet's choice.
+
+Example (in a workload body)::
+
+    floor = run.floor("resnet50.images_per_s.amp")
+    if floor is not None and floor.value is not None:
+        run.sample_check("throughput_amp", "resnet50.images_per_s.amp", per_gpu_values,
+                         threshold=floor.value, what="images/s per GPU")
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from gpufleet.matrix import calibration as cal
+from gpufleet.matrix.floors import Floor, FloorError, floors_for
+from validation.workloads._run import NO_GPU, Run, WorkloadError
+from validation.workloads._topology import host_topology
+
+
+def read_calibration(text: str | None) -> dict[str, Any] | None:
+    """``--calibration``: a calibration document as JSON (what the runner hands over from the
+    inventory's TOML file), or @FILE holding one; None without the option."""
+    if not text:
+        return None
+    try:
+        raw = Path(text[1:]).read_text() if text.startswith("@") else text
+        data = json.loads(raw)
+    except (OSError, json.JSONDecodeError) as exc:
+        raise WorkloadError(f"--calibration must be a JSON object or @FILE: {exc}") from None
+    if not isinstance(data, dict):
+        raise WorkloadError("--calibration must be a JSON object (a parsed calibration file)")
+    return data
+
+
+def host_kind(run: Run) -> tuple[str, int, str] | str:
+    """(GPU model, GPU count, interconnect class) of the GPUs this workload uses, or why the
+    host has no kind floors can be looked up for."""
+    if not run.has_gpu:
+        return NO_GPU
+    if not run.gpu_model:
+        return "TensorFlow and NVML name no GPU model"
+    count = len(run.gpus)
+    if count == 1:
+        return run.gpu_model, 1, "single_gpu"
+    topology = run.config.get("topology")
+    if not isinstance(topology, dict):
+        topology = host_topology(True).to_dict()
+        run.config["topology"] = topology
+    name = str(topology.get("name"))
+    if name in ("unknown", "no_gpu"):
+        return f"interconnect not known ({topology.get('reason')})"
+    return run.gpu_model, count, name
+
+
+def load_floors(run: Run, calibration: dict[str, Any] | None) -> None:
+    """Fill ``run.floors`` for this host (empty, with ``run.floors_reason``, when it has none)."""
+    kind = host_kind(run)
+    if isinstance(kind, str):
+        run.floors, run.floors_reason = {}, kind
+        return
+    model, count, interconnect = kind
+    try:
+        floors = floors_for(model, count, interconnect)
+        if calibration is not None:
+            parsed = cal.parse(calibration, str(calibration.get("path", "--calibration")))
+            floors = cal.apply(floors, parsed, model, count, interconnect)
+    except FloorError as exc:
+        # An unknown model is not a failure of the host: the figures are reported unjudged
+        # by published floors, and calibration is the way to give them one. A calibration
+        # file for another kind of host is an operator error: say it in every check.
+        if calibration is not None:
+            raise WorkloadError(str(exc)) from None
+        run.floors, run.floors_reason = {}, str(exc)
+        return
+    run.floors = {f.name: f for f in floors}
+    run.floors_reason = None
+    run.config["host_kind"] = {"gpu_model": model, "gpu_count": count, "interconnect": interconnect}
+
+
+def floor_evidence(floor: Floor) -> dict[str, Any]:
+    """How a floor appears in the document: value, unit, bound and where it comes from."""
+    return {"value": floor.value, "unit": floor.unit, "bound": floor.bound, "origin": floor.origin}
