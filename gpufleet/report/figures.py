@@ -28,6 +28,8 @@ KIND_UNITS = {
     "bandwidth": "GB/s",
     "slowdown": "",
     "utilization": "%",
+    "images_per_s": "images/s",
+    "sequences_per_s": "sequences/s",
 }
 
 
@@ -47,8 +49,23 @@ class Rule:
 
 
 # Per workload; metrics that match no rule (losses, errors, CI bounds) are not headline figures.
-# The threshold keys are those of validation/thresholds.toml.
+# The threshold keys are those of validation/thresholds.toml; a rule without one takes the
+# floor the workload recorded in config["floors"] under the figure's name (gpufleet.matrix.floors).
+_PRECISION = r"(fp32|tf32|fp16|bf16|amp)"
 RULES: dict[str, tuple[Rule, ...]] = {
+    "resnet50": (
+        Rule(
+            rf"resnet50\.images_per_s\.{_PRECISION}", "images_per_s", "{1}", check="throughput_{1}"
+        ),
+    ),
+    "bert_large": (
+        Rule(
+            rf"bert_large\.sequences_per_s\.{_PRECISION}",
+            "sequences_per_s",
+            "{1}",
+            check="throughput_{1}",
+        ),
+    ),
     "mirrored": (
         Rule(
             "scaling_efficiency",
@@ -65,6 +82,8 @@ RULES: dict[str, tuple[Rule, ...]] = {
         ),
     ),
     "mixed_precision": (
+        Rule(r"mixed_precision\.speedup\.fp16", "speedup", "fp16", check="mixed_float16_speedup"),
+        Rule(r"mixed_precision\.speedup\.bf16", "speedup", "bf16", check="mixed_bfloat16_speedup"),
         Rule(
             "mixed_float16_speedup", "speedup", "mixed_float16", "mixed_precision_fp16_speedup_min"
         ),
@@ -75,7 +94,10 @@ RULES: dict[str, tuple[Rule, ...]] = {
             "mixed_precision_bf16_speedup_min",
         ),
     ),
-    "xla": (Rule("speedup", "speedup", "jit_compile", "xla_speedup_min"),),
+    "xla": (
+        Rule(rf"xla\.speedup\.{_PRECISION}", "speedup", "jit_compile_{1}", check="xla_speedup_{1}"),
+        Rule("speedup", "speedup", "jit_compile", "xla_speedup_min"),
+    ),
     "gemm": (
         Rule(
             r"(fp32|tf32|fp16|bf16)_tflops",
@@ -191,6 +213,7 @@ def workload_figures(workload: Mapping[str, Any]) -> list[Figure]:
     # Documents come from hosts: a field of the wrong type means "no figures", never a crash.
     metrics = _mapping(workload.get("metrics"))
     thresholds = _mapping(_mapping(workload.get("config")).get("thresholds"))
+    floors = _mapping(_mapping(workload.get("config")).get("floors"))
     rules = RULES.get(name, GENERIC)
     statuses = {
         str(c.get("name")): str(c.get("status"))
@@ -210,6 +233,9 @@ def workload_figures(workload: Mapping[str, Any]) -> list[Figure]:
             if rule.threshold_key:
                 threshold = number(thresholds.get(_fill(rule.threshold_key, match)))
                 threshold = threshold if threshold else None
+            else:
+                floor = floors.get(metric if "." in metric else f"{name}.{metric}")
+                threshold = number(_mapping(floor).get("value"))
             found.append(
                 Figure(
                     workload=name,

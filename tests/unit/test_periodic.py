@@ -241,7 +241,7 @@ def test_bad_expectations_still_publish_an_error(tmp_path: Path, replay: Path) -
 
 def test_unknown_workload_is_refused_with_the_choices(tmp_path: Path, replay: Path) -> None:
     assert run(tmp_path, replay, "--workloads", "xla,bogus") == 2
-    assert "choose from mirrored" in latest(tmp_path)["run_error"]
+    assert "choose from resnet50, bert_large, mirrored" in latest(tmp_path)["run_error"]
 
 
 def test_finding14_only_the_runners_own_old_results_are_pruned(

@@ -2,9 +2,12 @@
 
 Run: ``python -m validation.workloads.mixed_precision [--quick] [--json PATH]``
 
-The model is a wide MLP (matmul-bound, widths multiples of 8, so tensor cores matter) with
-the output layer kept float32. float16 trains through a LossScaleOptimizer. Checks: the mixed
-loss stays finite and close to float32's from the same initial weights; speed-up per policy.
+Speed: the ResNet-50 reference step (validation.workloads._refsteps) at the float batch DLE
+used, float32 (TF32 from compute capability 8.0) against each policy, XLA off in every arm;
+``mixed_precision.speedup.fp16``/``.bf16`` judged against run.floor (DLE's AMP/TF32 ratio x a
+margin). A toy MLP cannot show the speed-up on TF32 GPUs (the TF guide says so), so the small
+MLP only checks correctness: the mixed loss stays finite and close to float32's from the same
+initial weights, float16 training through a LossScaleOptimizer.
 """
 
 from __future__ import annotations
@@ -15,45 +18,25 @@ from typing import Any
 
 from validation.harness import FAIL, PASS, Verdict
 from validation.workloads._common import Run, main, not_applicable
+from validation.workloads._refsteps import batch_per_gpu, float_precision
+from validation.workloads._throughput import reference_block, speed_skip
 from validation.workloads._training import (
     mlp,
     relative_difference,
-    repeat_steps,
     synthetic_data,
     train_step,
 )
 
-QUICK: dict[str, Any] = {
-    "batch": 64,
-    "inputs": 128,
-    "width": 256,
-    "depth": 3,
-    "steps": 4,
-    "check_steps": 3,
-    "pairs": 8,
-}
-QUICK_GPU: dict[str, Any] = {
-    "batch": 512,
-    "inputs": 1024,
-    "width": 4096,
-    "depth": 3,
-    "steps": 20,
-    "check_steps": 3,
-    "pairs": 8,
-}
-FULL: dict[str, Any] = {
-    "batch": 1024,
-    "inputs": 1024,
-    "width": 4096,
-    "depth": 4,
-    "steps": 30,
-    "check_steps": 5,
-    "pairs": 12,
-}
-# (policy, threshold key, minimum compute capability for its tensor cores; DESIGN.md)
+# The MLP (correctness) at one small size everywhere; the reference step's A/B sizes per tier.
+QUICK: dict[str, Any] = {"batch": 64, "inputs": 128, "width": 256, "depth": 3, "check_steps": 3}
+QUICK |= {"ref_batch": 4, "steps": 2, "pairs": 6}
+QUICK_GPU: dict[str, Any] = {**QUICK, "ref_batch": None, "steps": 5, "pairs": 6}
+FULL: dict[str, Any] = {**QUICK, "check_steps": 5, "ref_batch": None, "steps": 8, "pairs": 8}
+# (policy, precision of the reference step, floor's figure, minimum compute capability for
+# its tensor cores; DESIGN.md)
 POLICIES = (
-    ("mixed_float16", "mixed_precision_fp16_speedup_min", (7, 0)),
-    ("mixed_bfloat16", "mixed_precision_bf16_speedup_min", (8, 0)),
+    ("mixed_float16", "amp", "fp16", (7, 0)),
+    ("mixed_bfloat16", "bf16", "bf16", (8, 0)),
 )
 
 
@@ -72,7 +55,14 @@ def body(run: Run) -> None:
     tf, keras = run.tf, run.tf.keras
     cfg = run.sizes(QUICK, QUICK_GPU, FULL)
     device = run.compute_devices[0]
-    run.config.update(model="MLP (Dense + ReLU), float32 output layer", device=device)
+    base = float_precision(run.compute_capability)
+    ref_batch = cfg["ref_batch"] or batch_per_gpu("resnet50", base, run.gpu_model)
+    run.config.update(
+        model="MLP (Dense + ReLU), float32 output layer (correctness)",
+        speed_model=f"ResNet-50 v1.5 reference step, batch {ref_batch}, XLA off",
+        float_precision=base,
+        device=device,
+    )
     x_np, y_np = synthetic_data(cfg["batch"], cfg["inputs"], 16, run.args.seed)
     rtol = run.threshold("mixed_precision_loss_rtol")
 
@@ -98,7 +88,8 @@ def body(run: Run) -> None:
         _, baseline = build("float32")
         reference = [float(baseline(x, y)) for _ in range(cfg["check_steps"])]
         run.measurements["losses"] = {"float32": reference}
-        for policy, key, minimum in POLICIES:
+        baseline_block: Any = None
+        for policy, precision, figure, minimum in POLICIES:
             unsupported = _unsupported(run, minimum)
             if unsupported:
                 run.add_check(f"{policy}_loss", "correctness", not_applicable(unsupported))
@@ -134,16 +125,17 @@ def body(run: Run) -> None:
                 ),
             )
 
-            threshold = run.threshold(key)
-            skip = run.speed_not_applicable
-            if skip is None and threshold <= 0:
-                skip = f"no speed-up floor for compute capability {run.compute_capability}"
-            run.step("ab", f"float32 vs {policy}", device)
+            metric = f"mixed_precision.speedup.{figure}"
+            threshold, skip = speed_skip(run, metric)
+            run.step("ab", f"ResNet-50 {base} vs {precision}, batch {ref_batch}", device)
+            sizes = {"batch": ref_batch, "steps": cfg["steps"], "jit_compile": False}
+            if baseline_block is None:
+                baseline_block = reference_block(run, base, **sizes)
             result = run.ab(
                 f"{policy}_speedup",
-                f"{policy}_speedup",
-                run.timed("float32", repeat_steps(baseline, (x, y), cfg["steps"])),
-                run.timed(policy, repeat_steps(step, (x, y), cfg["steps"])),
+                metric,
+                run.timed(base, baseline_block),
+                run.timed(precision, reference_block(run, precision, **sizes)),
                 threshold=threshold,
                 pairs=cfg["pairs"],
                 device=device,

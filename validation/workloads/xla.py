@@ -2,61 +2,48 @@
 
 Run: ``python -m validation.workloads.xla [--quick] [--json PATH]``
 
-Keras leaves XLA off on CPU and under any distribution strategy unless jit_compile=True is
-passed, so both steps pass jit_compile explicitly. Evidence that XLA really compiled: the
-optimized HLO of the compiled step contains fusions.
+Speed: the ResNet-50 reference step (validation.workloads._refsteps) plain and with XLA, at
+float32 as this GPU runs it (TF32 from compute capability 8.0) and at AMP; the speed-ups
+``xla.speedup.<tf32|fp32>`` and ``xla.speedup.amp`` are judged against run.floor. A small MLP
+(GELU + LayerNormalization: many small kernels XLA fuses) checks correctness: same losses, and
+evidence that XLA really compiled (the optimized HLO contains fusions). Keras leaves XLA off on
+CPU and under any distribution strategy unless jit_compile=True is passed, so every step
+passes jit_compile explicitly.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
 from typing import Any
 
 from validation.harness import FAIL, PASS, Verdict
 from validation.workloads._common import Run, main
+from validation.workloads._refsteps import batch_per_gpu, float_precision
+from validation.workloads._throughput import reference_block, speed_skip
 from validation.workloads._training import (
     mlp,
     relative_difference,
-    repeat_steps,
     synthetic_data,
     train_step,
 )
 
-QUICK: dict[str, Any] = {
-    "batch": 64,
-    "inputs": 128,
-    "width": 256,
-    "depth": 3,
-    "steps": 5,
-    "check_steps": 3,
-    "pairs": 8,
-}
-QUICK_GPU: dict[str, Any] = {
-    "batch": 256,
-    "inputs": 1024,
-    "width": 2048,
-    "depth": 4,
-    "steps": 20,
-    "check_steps": 3,
-    "pairs": 8,
-}
-FULL: dict[str, Any] = {
-    "batch": 512,
-    "inputs": 1024,
-    "width": 2048,
-    "depth": 6,
-    "steps": 30,
-    "check_steps": 5,
-    "pairs": 12,
-}
+# The MLP (correctness) at one small size everywhere; the reference step's A/B sizes per tier.
+QUICK: dict[str, Any] = {"batch": 64, "inputs": 128, "width": 256, "depth": 3, "check_steps": 3}
+QUICK |= {"ref_batch": 4, "steps": 2, "pairs": 6}
+QUICK_GPU: dict[str, Any] = {**QUICK, "ref_batch": None, "steps": 5, "pairs": 6}
+FULL: dict[str, Any] = {**QUICK, "check_steps": 5, "ref_batch": None, "steps": 8, "pairs": 8}
 
 
 def body(run: Run) -> None:
     tf, keras = run.tf, run.tf.keras
     cfg = run.sizes(QUICK, QUICK_GPU, FULL)
     device = run.compute_devices[0]
-    run.config.update(model="MLP, GELU + LayerNormalization per layer", device=device)
+    base = float_precision(run.compute_capability)
+    run.config.update(
+        model="MLP, GELU + LayerNormalization per layer (correctness)",
+        speed_model="ResNet-50 v1.5 reference step, plain vs jit_compile=True",
+        device=device,
+    )
     x_np, y_np = synthetic_data(cfg["batch"], cfg["inputs"], 16, run.args.seed)
     with tf.device(device):
         x, y = tf.constant(x_np), tf.constant(y_np)
@@ -115,22 +102,33 @@ def body(run: Run) -> None:
             ),
         )
 
-        def timed(name: str) -> Callable[[], object]:
-            return run.timed(name, repeat_steps(steps[name], (x, y), cfg["steps"]))
-
-        run.step("ab", f"{cfg['pairs']} pairs of {cfg['steps']} steps after warm-up", device)
+    # Without a GPU only the float arm runs: XLA compiles each ResNet step for 10-25 s on a
+    # 2-core CPU, and float16 there falls back to Eigen kernels nobody runs in production.
+    fp16_cores = run.has_gpu and (run.compute_capability or (0, 0)) >= (7, 0)
+    for precision in (base, "amp") if fp16_cores else (base,):
+        batch = cfg["ref_batch"] or batch_per_gpu("resnet50", precision, run.gpu_model)
+        run.config.setdefault("batch_per_precision", {})[precision] = batch
+        metric = f"xla.speedup.{precision}"
+        threshold, skip = speed_skip(run, metric)
+        run.step("ab", f"ResNet-50 {precision} batch {batch}: plain vs XLA", device)
+        arms = [
+            run.timed(
+                f"{precision}_{name}",
+                reference_block(run, precision, batch=batch, steps=cfg["steps"], jit_compile=jit),
+            )
+            for name, jit in (("plain", False), ("xla", True))
+        ]
         result = run.ab(
-            "xla_speedup",
-            "speedup",
-            timed("plain"),
-            timed("xla"),
-            threshold=run.threshold("xla_speedup_min"),
+            f"xla_speedup_{precision}",
+            metric,
+            *arms,
+            threshold=threshold,
             pairs=cfg["pairs"],
             device=device,
-            not_applicable=run.speed_not_applicable,
+            not_applicable=skip,
         )
-    if result is not None:
-        run.measurements["ab"] = result.to_dict()
+        if result is not None:
+            run.measurements[f"ab_{precision}"] = result.to_dict()
 
 
 if __name__ == "__main__":
