@@ -233,7 +233,7 @@ def workload_figures(workload: Mapping[str, Any]) -> list[Figure]:
             if rule.threshold_key:
                 threshold = number(thresholds.get(_fill(rule.threshold_key, match)))
                 threshold = threshold if threshold else None
-            else:
+            if threshold is None:
                 floor = floors.get(metric if "." in metric else f"{name}.{metric}")
                 threshold = number(_mapping(floor).get("value"))
             found.append(

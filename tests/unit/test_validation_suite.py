@@ -11,6 +11,7 @@ from pathlib import Path
 from gpufleet.report.schema import validate_results
 from validation import hostinfo
 from validation.expectations import Expectations
+from validation.tiers import FULL_WORKLOADS
 
 REPO = Path(__file__).resolve().parent.parent.parent
 
@@ -106,7 +107,7 @@ def test_workload_verdicts_map_to_check_statuses(tmp_path):
     pkg.mkdir(parents=True)
     (payload / "validation" / "__init__.py").write_text("")
     (pkg / "__init__.py").write_text("")
-    verdicts = {
+    verdicts = dict.fromkeys(FULL_WORKLOADS, "pass") | {
         "mirrored": "inconclusive",
         "mixed_precision": "not_applicable",
         "xla": "fail",
@@ -132,6 +133,7 @@ def test_workload_verdicts_map_to_check_statuses(tmp_path):
             "--hosts=local://",
             f"--expectations={expectations}",
             f"--results-json={results}",
+            "--tier=full",  # mixed_precision and xla run in the full tier only
             "-k",
             "workload",
             "-p",
@@ -155,6 +157,8 @@ def test_workload_verdicts_map_to_check_statuses(tmp_path):
     status, message = outcome["workloads::gemm"]
     assert status == "fail" and "printed no JSON document (exit 1)" in message
     assert "Traceback: boom" in message
-    assert [w["workload"] for w in document["workloads"]] == ["mirrored", "mixed_precision", "xla"]
+    assert [w["workload"] for w in document["workloads"]] == [
+        w for w in FULL_WORKLOADS if w != "gemm"
+    ]
     figures = next(c for c in document["checks"] if c["name"] == "workloads::mirrored")["figures"]
     assert figures == {"speedup": 1.5}

@@ -2,56 +2,44 @@
 
 Run: ``python -m validation.workloads.mirrored [--quick] [--json PATH]``
 
-Scaling efficiency = (throughput_N / throughput_1) / N; with the same per-replica batch b that
-is time(1 device, batch b) / time(N devices, batch N*b) per step. Correctness: from the same
-initial weights, the mirrored run's losses match a single-device run on the same global batch.
-Model and optimizer are built inside strategy.scope(), as TensorFlow requires. Only one
-MirroredStrategy per process (a second one aborts collectives; DESIGN.md). Without a GPU it
-runs on two logical CPU devices.
+Speed on the ResNet-50 reference step at AMP (validation.workloads._scaling): scaling
+efficiency = (throughput_N / throughput_1) / N; with the same per-replica batch b that is
+time(1 device, batch b) / time(N devices, batch N*b) per block, judged against
+run.floor("mirrored.scaling_efficiency") (DLE's weak scaling x a margin, per interconnect);
+the full tier repeats it with the replica step XLA-compiled. While the mirrored step runs
+alone for a few seconds, every GPU must be busy (NVML, ``gpu_utilization_pct`` per GPU against
+the utilization and spread floors): a model built outside strategy.scope() fails it.
+Correctness on a small MLP: from the same initial weights, the mirrored run's losses match a
+single-device run on the same global batch. Only one MirroredStrategy per process (a second
+one aborts collectives; DESIGN.md). Without a GPU it runs on two logical CPU devices.
 """
 
 from __future__ import annotations
 
 import math
+import time
 from typing import Any
 
-from validation.harness import FAIL, PASS, Verdict
-from validation.workloads._common import Run, main
+from validation.harness import FAIL, INCONCLUSIVE, PASS, Verdict
+from validation.workloads._common import NO_GPU, Run, main, not_applicable
+from validation.workloads._devices import nvml_index
+from validation.workloads._refsteps import batch_per_gpu
+from validation.workloads._scaling import BUSY_PHASE, busy_verdict, per_gpu_means, scaling_arms
+from validation.workloads._throughput import speed_skip
 from validation.workloads._training import (
     mlp,
     relative_difference,
-    repeat_steps,
     synthetic_data,
     train_step,
 )
 
-QUICK: dict[str, Any] = {
-    "per_replica_batch": 16,
-    "inputs": 64,
-    "width": 128,
-    "depth": 2,
-    "steps": 4,
-    "check_steps": 4,
-    "pairs": 8,
-}
-QUICK_GPU: dict[str, Any] = {
-    "per_replica_batch": 128,
-    "inputs": 1024,
-    "width": 2048,
-    "depth": 3,
-    "steps": 10,
-    "check_steps": 4,
-    "pairs": 8,
-}
-FULL: dict[str, Any] = {
-    "per_replica_batch": 256,
-    "inputs": 1024,
-    "width": 4096,
-    "depth": 4,
-    "steps": 20,
-    "check_steps": 5,
-    "pairs": 12,
-}
+# The MLP (correctness) at one small size everywhere; the reference step's sizes per tier.
+QUICK: dict[str, Any] = {"per_replica_batch": 16, "inputs": 64, "width": 128, "depth": 2}
+QUICK |= {"check_steps": 4, "ref_batch": 4, "steps": 2, "pairs": 6, "busy_s": 0.0}
+QUICK |= {"jit_variant": False}  # XLA cannot place per-replica clusters on logical CPUs
+QUICK_GPU: dict[str, Any] = {**QUICK, "ref_batch": None, "steps": 5, "busy_s": 4.0}
+FULL: dict[str, Any] = {**QUICK_GPU, "steps": 8, "pairs": 8, "busy_s": 6.0, "jit_variant": True}
+PRECISION = "amp"  # DLE's weak-scaling rows; the faster step leaves the all-reduce more exposed
 LEARNING_RATE = 0.01
 
 
@@ -69,7 +57,7 @@ def _mirrored_step(tf: Any, strategy: Any, model: Any, optimizer: Any, global_ba
     @tf.function
     def step(x: Any, y: Any) -> Any:
         per_replica = strategy.run(replica_step, args=(x, y))
-        return strategy.reduce("SUM", per_replica, axis=None)
+        return strategy.reduce("SUM", per_replica, axis=None)  # correctness only: not timed
 
     return step
 
@@ -101,12 +89,10 @@ def body(run: Run) -> None:
             seed=run.args.seed,
         )
 
-    # Single-device reference on the global batch, and the 1-device throughput baseline.
+    # Single-device reference on the global batch.
     with tf.device(devices[0]):
         reference = train_step(tf, build(), keras.optimizers.SGD(LEARNING_RATE), jit_compile=False)
         x_all, y_all = tf.constant(x_np), tf.constant(y_np)
-        x_one, y_one = tf.constant(x_np[:per_replica]), tf.constant(y_np[:per_replica])
-        single = train_step(tf, build(), keras.optimizers.SGD(LEARNING_RATE), jit_compile=False)
 
     strategy = tf.distribute.MirroredStrategy(devices=devices, cross_device_ops=cross_device)
     run.step("strategy", f"MirroredStrategy over {replicas} device(s)")
@@ -151,24 +137,73 @@ def body(run: Run) -> None:
         ),
     )
 
-    threshold = run.threshold("mirrored_scaling_efficiency_min")
-    skip = run.speed_not_applicable
-    if skip is None and replicas < 2:
-        skip = f"scaling needs at least 2 GPUs; this host has {replicas}"
-    run.step("ab", f"1 device (batch {per_replica}) vs {replicas} (batch {global_batch})")
-    # Both arms are warmed up by compare_ab until their call times settle.
-    result = run.ab(
-        "scaling_efficiency",
-        "scaling_efficiency",
-        run.timed("single", repeat_steps(single, (x_one, y_one), cfg["steps"])),
-        run.timed("mirrored", repeat_steps(step, (x_dist, y_dist), cfg["steps"])),
-        threshold=threshold,
-        pairs=cfg["pairs"],
-        device=",".join(devices),
-        not_applicable=skip,
+    if replicas < 2:
+        single = f"scaling needs at least 2 GPUs; this host has {replicas}"
+        run.add_check("scaling_efficiency", "speed", not_applicable(single))
+        run.add_check("every_gpu_busy", "utilization", not_applicable(single))
+        return
+    threshold, skip = speed_skip(run, "mirrored.scaling_efficiency")
+    ref_batch = cfg["ref_batch"] or batch_per_gpu("resnet50", PRECISION, run.gpu_model)
+    run.config.update(speed_model=f"ResNet-50 v1.5 {PRECISION}, {ref_batch} per replica")
+    variants = [("", False)] + ([("_xla", True)] if cfg["jit_variant"] else [])
+    mirrored_block = None
+    for suffix, jit in variants:
+        single_block, mirrored_block = scaling_arms(
+            tf,
+            strategy,
+            devices,
+            gpu=run.has_gpu,
+            precision=PRECISION,
+            per_replica=ref_batch,
+            steps=cfg["steps"],
+            jit_compile=jit,
+            seed=run.args.seed,
+        )
+        run.step("ab", f"1 device vs {replicas}, {ref_batch} per replica, xla={jit}")
+        # Both arms are warmed up by compare_ab until their call times settle.
+        result = run.ab(
+            f"scaling_efficiency{suffix}",
+            "scaling_efficiency" + (".xla" if jit else ""),
+            run.timed(f"single{suffix}", single_block),
+            run.timed(f"mirrored{suffix}", mirrored_block),
+            threshold=threshold,
+            pairs=cfg["pairs"],
+            device=",".join(devices),
+            not_applicable=skip,
+        )
+        if result is not None:
+            run.measurements[f"ab{suffix}"] = result.to_dict()
+    every_gpu_busy(run, mirrored_block, cfg["busy_s"])
+
+
+def every_gpu_busy(run: Run, block: Any, seconds: float) -> None:
+    """Run the mirrored step alone for ``seconds`` and judge every GPU's NVML utilization."""
+    if not run.has_gpu:
+        run.add_check("every_gpu_busy", "utilization", not_applicable(NO_GPU))
+        return
+    util = run.floor("mirrored.gpu_utilization_pct")
+    spread = run.floor("mirrored.gpu_utilization_spread_pct")
+    sampler = run.sampler
+    if sampler is None or not sampler.available:
+        why = sampler.unavailable_reason if sampler else "sampler not started"
+        run.add_check("every_gpu_busy", "utilization", Verdict(INCONCLUSIVE, f"no NVML: {why}"))
+        return
+    with run.phase(BUSY_PHASE):
+        end = time.monotonic() + seconds
+        while time.monotonic() < end:
+            block()
+    keys = [f"gpu{nvml_index(i)}" for i in range(len(run.gpus))]
+    samples = {k: [s.utilization_pct for s in sampler.thinned(BUSY_PHASE, k)] for k in keys}
+    run.measurements["busy_samples"] = samples
+    per_gpu = per_gpu_means(samples)
+    run.metrics["gpu_utilization_pct"] = per_gpu
+    verdict = busy_verdict(
+        per_gpu,
+        keys,
+        util.value if util is not None else None,
+        spread.value if spread is not None else None,
     )
-    if result is not None:
-        run.measurements["ab"] = result.to_dict()
+    run.add_check("every_gpu_busy", "utilization", verdict)
 
 
 if __name__ == "__main__":
