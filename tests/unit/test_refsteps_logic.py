@@ -114,3 +114,19 @@ def test_report_reads_reference_figures_with_the_recorded_floor() -> None:
     assert (figure.kind, figure.variant, figure.threshold) == ("images_per_s", "amp", 1900.0)
     assert figure.meets_threshold is False and figure.status == "fail"
     assert figure.unit == "images/s"
+
+
+def test_grad_accumulation_peak_memory_verdict() -> None:
+    from validation.workloads.grad_accumulation import peak_verdict
+
+    assert peak_verdict(400.0, 120.0, 0.6).status == "pass"
+    assert peak_verdict(400.0, 390.0, 0.6).status == "fail"  # accumulating saved nothing
+    assert peak_verdict(0.0, 10.0, 0.6).status == "fail"
+
+
+def test_memory_growth_second_share() -> None:
+    from validation.workloads.memory_growth import share_mib
+
+    assert share_mib(81920.0, 0.4) == 32768
+    with pytest.raises(ValueError, match="between 0 and 1"):
+        share_mib(81920.0, 1.5)

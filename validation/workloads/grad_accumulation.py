@@ -5,7 +5,9 @@ Run: ``python -m validation.workloads.grad_accumulation [--quick] [--json PATH]`
 The seed guide's answer to "the batch does not fit": accumulate gradients over micro-batches
 and apply them once. Two copies of one model start from the same weights; one takes an SGD
 (momentum) step on the whole batch, the other averages the gradients of 4 quarter batches and
-applies them once. After several updates their weights must agree within tolerance.
+applies them once. After several updates their weights must agree within tolerance. On a GPU
+it also proves what accumulation is for: on an activation-heavy MLP the accumulated step's
+extra peak memory (tf.config.experimental.get_memory_info) is a fraction of the whole batch's.
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ from typing import Any
 import numpy as np
 
 from validation.harness import FAIL, PASS, Verdict
-from validation.workloads._common import Run, main
+from validation.workloads._common import NO_GPU, Run, main, not_applicable
 from validation.workloads._training import mlp, mse, synthetic_data
 
 QUICK: dict[str, Any] = {
@@ -137,6 +139,52 @@ def body(run: Run) -> None:
             f"{'' if finite else '; non-finite loss'}",
         ),
     )
+    run.add_check("peak_memory_lower", "memory", _peak_memory(run, cfg["micro_batches"]))
+
+
+# Activation-heavy (wide batch, narrow layers): the memory accumulation saves is activations.
+MEMORY: dict[str, Any] = {"micro_batch": 4096, "inputs": 256, "width": 1024, "depth": 3}
+
+
+def peak_verdict(whole_mib: float, accumulated_mib: float, ratio_max: float) -> Verdict:
+    """The accumulated step's extra peak memory must be at most ``ratio_max`` of the whole's."""
+    if whole_mib <= 0:
+        return Verdict(FAIL, f"the whole-batch step showed no extra peak memory ({whole_mib} MiB)")
+    ratio = accumulated_mib / whole_mib
+    return Verdict(
+        PASS if ratio <= ratio_max else FAIL,
+        f"extra peak memory: accumulated {accumulated_mib:.0f} MiB vs whole batch "
+        f"{whole_mib:.0f} MiB = {ratio:.2f} (needs <= {ratio_max:g})",
+    )
+
+
+def _peak_memory(run: Run, micro_batches: int) -> Verdict:
+    """Extra peak GPU memory of a whole-batch and an accumulated step of the same model."""
+    if not run.has_gpu:
+        return not_applicable(NO_GPU)  # get_memory_info reads GPU allocators only
+    tf, keras = run.tf, run.tf.keras
+    device = run.compute_devices[0]
+    name = device.replace("/device:", "")
+    cfg = MEMORY
+    x_np, y_np = synthetic_data(cfg["micro_batch"] * micro_batches, cfg["inputs"], 8, 0)
+    with tf.device(device):
+        x, y = tf.constant(x_np), tf.constant(y_np)
+        model = mlp(keras, inputs=cfg["inputs"], width=cfg["width"], depth=cfg["depth"], outputs=8)
+        optimizer = keras.optimizers.SGD(0.01)
+        optimizer.build(model.trainable_variables)
+        extra = {}
+        for label, step in zip(
+            ("whole", "accumulated"), _steps(tf, model, optimizer, micro_batches), strict=True
+        ):
+            float(step(x, y))  # trace and warm outside the measurement
+            tf.config.experimental.reset_memory_stats(name)
+            before = tf.config.experimental.get_memory_info(name)["current"]
+            float(step(x, y))
+            peak = tf.config.experimental.get_memory_info(name)["peak"]
+            extra[label] = (peak - before) / 2**20
+    run.metrics.update(peak_extra_mib_whole=extra["whole"], peak_extra_mib=extra["accumulated"])
+    ratio_max = run.threshold("grad_accumulation_peak_ratio_max")
+    return peak_verdict(extra["whole"], extra["accumulated"], ratio_max)
 
 
 def _initial_weights(keras: Any, cfg: dict[str, Any], seed: int) -> list[Any]:

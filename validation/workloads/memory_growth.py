@@ -6,7 +6,10 @@ TensorFlow grabs nearly all GPU memory at start unless memory growth is on; the 
 environment sets TF_FORCE_GPU_ALLOW_GROWTH=true (DESIGN.md, decision 1) so several processes
 can share a GPU. This workload changes no TensorFlow setting: it trains a small model, reads
 through NVML how much GPU memory this process holds, then starts a second process that trains
-the same model on the same GPU while the first still holds its memory. Both must succeed.
+the same model on the same GPU and then allocates a large share of the GPU's memory
+(memory_growth_second_share, 40 %) while the first still holds its own: real sharing. Both
+must succeed; without memory growth the first process holds nearly everything and the second
+process's allocation fails.
 """
 
 from __future__ import annotations
@@ -33,6 +36,34 @@ def _arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--second-process", action="store_true", help=argparse.SUPPRESS
     )  # set on the child this workload starts itself
+    parser.add_argument("--share", type=float, default=0.0, help=argparse.SUPPRESS)
+
+
+def share_mib(total_mib: float, share: float) -> int:
+    """How much the second process allocates: ``share`` of the GPU's memory, in MiB."""
+    if not 0.0 < share < 1.0:
+        raise ValueError(f"memory_growth_second_share must be between 0 and 1; got {share}")
+    return int(total_mib * share)
+
+
+def _allocate_share(run: Run) -> Verdict:
+    """In the second process: hold ``--share`` of the GPU's memory at once, as a real job would."""
+    if not run.has_gpu:
+        return not_applicable(NO_GPU)
+    total = float(run.devices[0].get("memory_mib") or 0.0)
+    if total <= 0:
+        return Verdict(INCONCLUSIVE, "the GPU's memory size is not known")
+    mib = share_mib(total, run.args.share)
+    tf = run.tf
+    try:
+        with tf.device(run.compute_devices[0]):
+            block = tf.ones([mib, 2**20], tf.uint8)
+            float(tf.reduce_sum(tf.cast(block[-1, :8], tf.float32)))  # materialised on the GPU
+        del block
+    except tf.errors.ResourceExhaustedError as exc:
+        first = str(exc).splitlines()[0][:200]
+        return Verdict(FAIL, f"could not allocate {mib} MiB ({run.args.share:.0%}): {first}")
+    return Verdict(PASS, f"allocated {mib} MiB ({run.args.share:.0%} of {total:.0f} MiB)")
 
 
 def _train(run: Run) -> list[float]:
@@ -62,6 +93,7 @@ def _second_process(run: Run) -> dict[str, Any]:
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(root), env.get("PYTHONPATH")]))
     command = [sys.executable, "-m", "validation.workloads.memory_growth", "--second-process"]
+    command += ["--share", str(run.threshold("memory_growth_second_share"))]
     if run.quick:
         command.append("--quick")
     run.step("second_process", " ".join(command))
@@ -137,6 +169,7 @@ def body(run: Run) -> None:
 
     run.add_check("memory_left_free", "memory", _memory_verdict(run))
     if run.args.second_process:
+        run.add_check("large_share_allocated", "memory", _allocate_share(run))
         return
 
     child = _second_process(run)
@@ -149,7 +182,9 @@ def body(run: Run) -> None:
         "correctness",
         Verdict(
             PASS if ok else FAIL,
-            f"a second process trained on {run.compute_devices[0]} while this one held its memory: "
+            f"a second process trained on {run.compute_devices[0]} (on a GPU also allocating "
+            f"{run.threshold('memory_growth_second_share'):.0%} of it) while this one held its "
+            "memory: "
             f"exit {child.get('exit_status')}, verdict {child['verdict']['status']} "
             f"({child['verdict']['reason']})",
         ),
