@@ -165,6 +165,7 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
         finished_at=datetime.now(timezone.utc).isoformat(timespec="seconds"),
         duration_s=round(time.monotonic() - state.t0, 2),
         run_error=run_error,
+        vendor=state.vendor,
     )
     out = Path(path)
     out.parent.mkdir(parents=True, exist_ok=True)

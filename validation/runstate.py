@@ -30,9 +30,23 @@ class RunState:
     resolution: dict[str, Any] | None = None
     target: str | None = None
     infos: dict[str, hostinfo.HostInfo] = field(default_factory=dict)
+    # The results' ``vendor`` section (gpufleet.vendor.section), filled by the vendor checks.
+    vendor: dict[str, Any] = field(default_factory=lambda: {"dcgm": None, "nccl_tests": None})
 
 
 STATE = pytest.StashKey[RunState]()
+
+
+def nccl_tests_busbw(state: RunState) -> float | None:
+    """This host's nccl-tests busbw (GB/s) at the largest message size, measured earlier in
+    this run by ``vendor_diagnostics::nccl_allreduce`` (the full tier runs it before the
+    workloads); None where it did not run or printed no table.
+
+    The same figure is ``vendor.nccl_tests.busbw_at_largest_gbps`` in the results document.
+    """
+    from gpufleet.report.vendor_section import nccl_busbw
+
+    return nccl_busbw({"vendor": state.vendor})
 
 
 @dataclass

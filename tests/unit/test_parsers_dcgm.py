@@ -84,7 +84,9 @@ def test_dcgm3_results_without_a_gpu_id_are_system_wide_and_level3_skips_are_lis
     assert len(deployment) == 9 and all(t.gpu is None for t in deployment)
     assert [(t.name, t.gpu) for t in result.tests if t.status == "skip"] == [("EUD Test", "0")]
     assert {t.name for t in result.tests if t.category == "Stress"} == {
-        "Targeted Stress", "Targeted Power", "Memory Bandwidth"
+        "Targeted Stress",
+        "Targeted Power",
+        "Memory Bandwidth",
     }
 
 
