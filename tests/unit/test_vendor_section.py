@@ -244,3 +244,21 @@ def test_the_html_report_keeps_the_last_full_runs_nccl_figure_next_to_the_newest
     assert "busbw 235 GB/s at 8589934592 B" in html and "floor 228 GB/s" in html
     assert f"run {full['run_id']}" in html
     assert "Persistence mode for GPU 0 is disabled" in html
+
+
+def test_a_recorded_version_3_periodic_run_and_its_textfile_agree():
+    # Real outputs of `python -m validation.periodic` on a GPU-less machine (SOURCES.md).
+    doc = ff.recorded("periodic-local-gemm-v3.json")
+    validate_results(doc)
+    assert doc["schema_version"] == 3
+    dcgm = doc["vendor"]["dcgm"]
+    assert (dcgm["level"], dcgm["status"], dcgm["overall"]) == (1, "skip", None)
+    assert dcgm["reason"].startswith("no NVIDIA GPU")
+    assert doc["vendor"]["nccl_tests"] is None
+    recorded = (FIXTURES / "results" / "periodic-local-gemm-v3.prom").read_text()
+    for text in (recorded, prometheus.render(doc)):
+        found = metrics(text)
+        result = {labels["status"]: v for labels, v in found["gpufleet_dcgm_diag_result"]}
+        assert result["skip"] == 1 and sum(result.values()) == 1
+        assert {labels["host"] for labels, _ in found["gpufleet_dcgm_diag_result"]} == {doc["host"]}
+        assert "gpufleet_nccl_busbw_gbps" not in found
