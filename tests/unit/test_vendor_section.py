@@ -123,9 +123,9 @@ def test_recorded_version_1_documents_are_still_read(name):
     assert "gpufleet_nccl_busbw_gbps{" not in prometheus.render(doc)
 
 
-def test_an_old_documents_vendor_checks_stand_for_the_section():
-    # A recorded version-1 document given the two checks a version-2 suite wrote on a GPU
-    # host (their figures are the gates' own, from the recorded runs): read into the section.
+def old_document_with_vendor_checks() -> dict[str, Any]:
+    """A recorded version-1 document given the two checks a version-2 suite wrote on a GPU
+    host (their figures are the gates' own, from the recorded runs)."""
     doc = ff.recorded("validate-local-quick.json")
     parsed = parse_nccl_tests((FIXTURES / "nccl_tests" / A100_RUN).read_text())
     verdict = judge_nccl(figure_of(parsed, 0), **WHERE)
@@ -138,6 +138,11 @@ def test_an_old_documents_vendor_checks_stand_for_the_section():
          "message": "no NVIDIA GPU on this host", "figures": {}, "duration_s": 0.0}
     )  # fmt: skip
     doc["summary"] = summarize(doc["checks"])
+    return doc
+
+
+def test_an_old_documents_vendor_checks_stand_for_the_section():
+    doc = old_document_with_vendor_checks()
     validate_results(doc)
     section = vendor_of(doc)
     assert section["nccl_tests"]["busbw_at_largest_gbps"] == 235.26
@@ -150,6 +155,17 @@ def test_an_old_documents_vendor_checks_stand_for_the_section():
     assert nccl_busbw(doc) == 235.26
     samples = metrics(prometheus.render(doc))["gpufleet_nccl_busbw_gbps"]
     assert samples == [({"host": "@local", "size": str(8 << 30)}, 235.26)]
+
+
+def test_the_html_report_renders_an_old_documents_vendor_checks(tmp_path):
+    from gpufleet.report.fleet import load_fleet
+    from gpufleet.report.html import render_html
+
+    doc = old_document_with_vendor_checks()
+    ff.write(tmp_path, {**doc, "host": "old-host"})
+    html = render_html(load_fleet(tmp_path))
+    assert "<code>dcgmi diag</code>" in html  # no level recorded before version 3
+    assert "busbw 235 GB/s at 8589934592 B" in html and "floor 228 GB/s" in html
 
 
 # --------------------------------------------------------------------------- the reports
