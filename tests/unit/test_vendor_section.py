@@ -278,3 +278,34 @@ def test_a_recorded_version_3_periodic_run_and_its_textfile_agree():
         assert result["skip"] == 1 and sum(result.values()) == 1
         assert {labels["host"] for labels, _ in found["gpufleet_dcgm_diag_result"]} == {doc["host"]}
         assert "gpufleet_nccl_busbw_gbps" not in found
+
+
+def test_the_real_suite_on_this_gpu_less_machine_says_why_dcgm_did_not_run(tmp_path):
+    # The validation suite itself (pytest + testinfra, local://) on this machine, which has no
+    # NVIDIA GPU: the DCGM check is skipped by the `gpu` fixture before its body runs, and the
+    # results' vendor section still carries that reason; nccl-tests stays null.
+    import subprocess
+    import sys
+
+    from validation.expectations import Expectations
+
+    repo = Path(__file__).resolve().parents[2]
+    expectations = tmp_path / "exp.json"
+    expectations.write_text(
+        json.dumps(Expectations(host="h", python=sys.executable, target="local://").to_dict())
+    )
+    results = tmp_path / "results.json"
+    command = [sys.executable, "-m", "pytest", str(repo / "validation"), "--hosts=local://"]
+    command += [f"--expectations={expectations}", f"--results-json={results}", "--tier=full"]
+    command += ["-k", "dcgm_diag or nccl_allreduce", "-p", "no:cacheprovider", "-q"]
+    proc = subprocess.run(command, capture_output=True, text=True, cwd=tmp_path)
+    assert proc.returncode == 0, proc.stdout[-2000:]
+    document = json.loads(results.read_text())
+    validate_results(document)
+    checks = {c["name"]: c for c in document["checks"]}
+    dcgm_check = checks["vendor_diagnostics::dcgm_diag"]
+    assert dcgm_check["status"] == "skipped"
+    dcgm = document["vendor"]["dcgm"]
+    assert dcgm["status"] == "skip" and dcgm["reason"] == dcgm_check["message"]
+    assert "GPU" in dcgm["reason"] and dcgm["tests"] == [] and "from" not in dcgm
+    assert document["vendor"]["nccl_tests"] is None
