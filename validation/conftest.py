@@ -29,7 +29,7 @@ from validation.expectations import (
     resolution_dict,
     spec_summary,
 )
-from validation.runstate import STATE, CheckRecord, RunState
+from validation.runstate import STATE, CheckRecord, RunState, vendor_section
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -165,6 +165,7 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
         finished_at=datetime.now(timezone.utc).isoformat(timespec="seconds"),
         duration_s=round(time.monotonic() - state.t0, 2),
         run_error=run_error,
+        vendor=vendor_section(state),
     )
     out = Path(path)
     out.parent.mkdir(parents=True, exist_ok=True)

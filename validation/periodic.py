@@ -37,7 +37,7 @@ from validation.periodic_checks import (
     gpu_health_checks,
     run_workload,
 )
-from validation.periodic_dcgm import dcgm_check
+from validation.periodic_dcgm import dcgm_run
 from validation.tiers import FULL_WORKLOADS, TIERS
 
 
@@ -148,7 +148,8 @@ def run(args: argparse.Namespace) -> tuple[dict[str, Any], Path]:
     log_dir = args.out / "logs"
     log_dir.mkdir(parents=True, exist_ok=True)
     checks, gpu_section = gpu_health_checks(data)
-    checks.append(dcgm_check(data))
+    dcgm, dcgm_part = dcgm_run(data)
+    checks.append(dcgm)
     workloads = []
     for name in names:
         check, doc = run_workload(
@@ -170,6 +171,7 @@ def run(args: argparse.Namespace) -> tuple[dict[str, Any], Path]:
         gpu_health=gpu_section,
         finished_at=datetime.now(timezone.utc).isoformat(timespec="seconds"),
         duration_s=round(time.monotonic() - t0, 2),
+        vendor={"dcgm": dcgm_part, "nccl_tests": None},  # nccl-tests stresses every GPU: suite only
     )
     validate_results(document)
     return document, store(document, args)

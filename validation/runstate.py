@@ -30,9 +30,39 @@ class RunState:
     resolution: dict[str, Any] | None = None
     target: str | None = None
     infos: dict[str, hostinfo.HostInfo] = field(default_factory=dict)
+    # The results' ``vendor`` section (gpufleet.vendor.section), filled by the vendor checks.
+    vendor: dict[str, Any] = field(default_factory=lambda: {"dcgm": None, "nccl_tests": None})
 
 
 STATE = pytest.StashKey[RunState]()
+
+
+def vendor_section(state: RunState) -> dict[str, Any]:
+    """The results' ``vendor`` section: what the vendor checks recorded, and for a DCGM check
+    skipped before it ran (a GPU-less host: the ``gpu`` fixture skips it) its skip reason, so
+    the section says why DCGM did not run. (A skipped nccl-tests check stays null: the quick
+    tier skips it, and a null keeps the last full run's figure in the reports.)"""
+    from gpufleet.report.vendor_section import DCGM_CHECK, vendor_of
+
+    section = dict(state.vendor)
+    if section.get("dcgm") is None:
+        skipped = [c for c in state.checks.values() if c["name"] == DCGM_CHECK]
+        if skipped and skipped[0]["status"] == "skipped":
+            dcgm = vendor_of({"checks": skipped})["dcgm"]
+            section["dcgm"] = {k: v for k, v in dcgm.items() if k != "from"}
+    return section
+
+
+def nccl_tests_busbw(state: RunState) -> float | None:
+    """This host's nccl-tests busbw (GB/s) at the largest message size, measured earlier in
+    this run by ``vendor_diagnostics::nccl_allreduce`` (the full tier runs it before the
+    workloads); None where it did not run or printed no table.
+
+    The same figure is ``vendor.nccl_tests.busbw_at_largest_gbps`` in the results document.
+    """
+    from gpufleet.report.vendor_section import nccl_busbw
+
+    return nccl_busbw({"vendor": state.vendor})
 
 
 @dataclass

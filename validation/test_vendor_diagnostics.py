@@ -8,7 +8,9 @@ import pytest
 
 from gpufleet.matrix import gpu_by_device_id
 from gpufleet.parsers import parse_dcgm_diag, parse_nccl_tests
-from gpufleet.vendor import figure_of, judge_dcgm, judge_nccl
+from gpufleet.parsers.nccl import NcclTestsParseError, NcclTestsResult
+from gpufleet.vendor import Verdict, figure_of, judge_dcgm, judge_nccl
+from gpufleet.vendor.section import dcgm_section, nccl_section
 from validation.hostinfo import HostInfo
 from validation.vendor_runs import (
     DCGM_OFF,
@@ -36,20 +38,29 @@ def _mig_enabled(host: Any) -> bool:
     return result.rc == 0 and "Enabled" in result.stdout
 
 
-def test_dcgm_diag(host: Any, gpu: HostInfo, spec: Any, tier: str, record: Any) -> None:
-    if spec.dcgm == "off":
-        pytest.skip(DCGM_OFF)
-    if not host.exists("dcgmi"):
-        pytest.fail(DCGMI_MISSING)
+def test_dcgm_diag(
+    host: Any, gpu: HostInfo, spec: Any, tier: str, record: Any, run_state: Any
+) -> None:
     level = dcgm_level(spec, tier)
+
+    def judged(verdict: Verdict, result: Any = None) -> None:
+        run_state.vendor["dcgm"] = dcgm_section(verdict, level=level, result=result)
+        _apply(verdict, record)
+
+    if spec.dcgm == "off":
+        judged(Verdict("dcgm_diag", "skip", DCGM_OFF))
+    if not host.exists("dcgmi"):
+        judged(Verdict("dcgm_diag", "fail", DCGMI_MISSING))
     if _mig_enabled(host):
-        _apply(judge_dcgm(None, mig_enabled=True, level=level), record)
+        judged(judge_dcgm(None, mig_enabled=True, level=level))
     output, rc = split_rc(host.run(dcgm_command(level)).stdout)
-    verdict = judge_dcgm(parse_dcgm_diag(output, rc), level=level)
-    _apply(verdict, record)
+    result = parse_dcgm_diag(output, rc)
+    judged(judge_dcgm(result, level=level), result)
 
 
-def test_nccl_allreduce(host: Any, gpu: HostInfo, spec: Any, tier: str, record: Any) -> None:
+def test_nccl_allreduce(
+    host: Any, gpu: HostInfo, spec: Any, tier: str, record: Any, run_state: Any
+) -> None:
     if tier != "full":
         pytest.skip("nccl-tests all_reduce_perf runs in the full tier")
     gpus = len(gpu.gpus_on_bus)
@@ -60,16 +71,27 @@ def test_nccl_allreduce(host: Any, gpu: HostInfo, spec: Any, tier: str, record: 
         pytest.fail(f"{binary} is missing; run the deploy (stage nccl_tests, nccl_tests: on)")
     command = nccl_tests_command(binary, gpus, spec.nccl_tests_min_bytes, spec.nccl_tests_max_bytes)
     output, rc = split_rc(host.run(command).stdout)
-    parsed = parse_nccl_tests(output)
+    try:
+        parsed: NcclTestsResult | None = parse_nccl_tests(output)
+    except NcclTestsParseError as exc:
+        parsed, no_table = None, str(exc)
     model = gpu_by_device_id(gpu.gpus_on_bus[0].device_id)
-    name = (parsed.devices[0] if parsed.devices else None) or (model.name if model else "")
-    topology = host.run("nvidia-smi topo -m").stdout
-    verdict = judge_nccl(
-        figure_of(parsed, rc),
-        gpu_model=name,
-        gpu_count=gpus,
-        interconnect=_interconnect(topology),
+    name = (parsed.devices[0] if parsed and parsed.devices else None) or (
+        model.name if model else ""
     )
+    topology = host.run("nvidia-smi topo -m").stdout
+    figure = figure_of(parsed, rc) if parsed is not None else None
+    where: dict[str, Any] = {
+        "gpu_model": name,
+        "gpu_count": gpus,
+        "interconnect": _interconnect(topology),
+    }
+    verdict = judge_nccl(figure, **where)
+    if parsed is None and rc:
+        # A run that crashed before its table: the exit code and the parser's words say why.
+        verdict = Verdict(verdict.check, "fail", f"all_reduce_perf exited {rc}: {no_table}")
+    # Where the workloads' all-reduce check reads it (validation.runstate.nccl_tests_busbw).
+    run_state.vendor["nccl_tests"] = nccl_section(verdict, parsed=parsed, figure=figure, **where)
     _apply(verdict, record)
 
 

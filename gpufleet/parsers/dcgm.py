@@ -232,6 +232,13 @@ def _from_json(document: dict[str, Any]) -> DcgmDiagResult | None:
     )
     tests = _json_tests(root) if isinstance(root, dict) else []
     error = _runtime_error(document, root)
+    if not isinstance(root, dict) and error is None:
+        key = next(key for key in ROOT_KEYS if key in document)
+        kind = "a list" if isinstance(root, list) else type(root).__name__
+        return DcgmDiagResult(
+            fmt, [], "", f"{key!r} holds {kind}, not an object with test_categories; "
+            "not dcgmi diag -j output as DCGM writes it",
+        )  # fmt: skip
     return DcgmDiagResult(
         fmt, tests, "", f"DCGM runtime error: {error}" if error else None,
         None if version is None else str(version), None if driver is None else str(driver),

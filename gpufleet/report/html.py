@@ -16,6 +16,7 @@ from gpufleet import __version__
 from gpufleet.report import plots
 from gpufleet.report.figures import Figure, number
 from gpufleet.report.fleet import Fleet, HostReport
+from gpufleet.report.vendor_section import latest_vendor
 
 TEMPLATE_DIR = Path(__file__).parent / "templates"
 # A GPU temperature worth a look in the GPU table (most data-centre GPUs slow down from about
@@ -85,6 +86,64 @@ def gpu_rows(gpus: Any) -> list[dict[str, Any]]:
     return rows
 
 
+def _text(value: Any) -> str:
+    return "" if value is None else str(value)
+
+
+def vendor_context(host: HostReport) -> dict[str, Any]:
+    """The host's DCGM result (latest run) and nccl-tests figures (latest run that has them),
+    every field the template reads present and printable."""
+    found = latest_vendor(host.runs)
+    dcgm, nccl = found["dcgm"], found["nccl_tests"]
+    out: dict[str, Any] = {"dcgm": None, "nccl": None}
+    if dcgm is not None:
+        tests = [t for t in dcgm.get("tests") or () if isinstance(t, dict)]
+        out["dcgm"] = {
+            "status": _text(dcgm.get("status")),
+            "level": _text(dcgm.get("level")),
+            "reason": _text(dcgm.get("reason")),
+            "run_id": _text(dcgm.get("run_id")),
+            "counts": {
+                s: sum(t.get("status") == s for t in tests)
+                for s in ("pass", "fail", "skip", "warn")
+            },
+            "problems": [
+                {
+                    "name": _text(t.get("name")),
+                    "gpu": "system" if t.get("gpu") is None else f"GPU {t['gpu']}",
+                    "status": _text(t.get("status")),
+                    "message": _text(t.get("message")),
+                }
+                for t in tests
+                if t.get("status") in ("fail", "warn")
+            ],
+        }
+    if nccl is not None:
+        floor = nccl.get("floor") if isinstance(nccl.get("floor"), dict) else {}
+        out["nccl"] = {
+            "status": _text(nccl.get("status")),
+            "reason": _text(nccl.get("reason")),
+            "run_id": _text(nccl.get("run_id")),
+            "busbw": format_value(number(nccl.get("busbw_at_largest_gbps")), "GB/s"),
+            "largest": _text(nccl.get("largest_size_bytes")),
+            "avg": format_value(number(nccl.get("avg_busbw_gbps")), "GB/s"),
+            "wrong": _text(nccl.get("wrong")),
+            "floor": format_value(number(floor.get("busbw_gbps")), "GB/s")
+            if floor
+            else "none known",
+            "source": _text(floor.get("source")),
+            "sizes": [
+                {
+                    "size": _text(r.get("size_bytes")),
+                    "busbw": format_value(number(r.get("busbw_gbps")), "GB/s"),
+                }
+                for r in nccl.get("sizes") or ()
+                if isinstance(r, dict)
+            ],
+        }
+    return out
+
+
 def host_context(host: HostReport, check_names: list[str], figure_keys: list[str]) -> dict:
     latest = host.latest
     checks = host.checks
@@ -122,6 +181,7 @@ def host_context(host: HostReport, check_names: list[str], figure_keys: list[str
         "file_problems": host.problems,
         "gpus": gpu_rows((latest.get("gpu_health") or {}).get("gpus")),
         "history_svg": Markup(plots.history_svg(host)),  # our own SVG: safe
+        "vendor": vendor_context(host),
     }
 
 

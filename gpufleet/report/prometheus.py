@@ -6,8 +6,10 @@ control node. Example::
     text = render(document, last_success=previous_last_success(path))
     write_textfile(path, text)   # temp file in the same folder, fsync, rename
 
-Every family is a gauge with HELP and TYPE lines. Labels never carry the host name: Prometheus
-adds ``instance`` when it scrapes node_exporter.
+Every family is a gauge with HELP and TYPE lines. Labels never carry the host name (Prometheus
+adds ``instance`` when it scrapes node_exporter), except the vendor families
+(gpufleet.report.prometheus_vendor: DCGM's result, nccl-tests' busbw), which name the host.
+Label values are escaped as the text format asks (backslash, double quote, line feed).
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from gpufleet.report.figures import figures_of, number
+from gpufleet.report.prometheus_vendor import vendor_families
 
 TEXTFILE_NAME = "gpufleet.prom"
 CHECK_STATUSES = ("pass", "fail", "skipped", "error", "inconclusive")
@@ -299,6 +302,7 @@ def families(
         *_check_families(doc),
         *_workload_families(doc),
         *_gpu_families(doc.get("gpu_health")),
+        *vendor_families(doc, Family),
         *_regression_families(regression),
     ]
 

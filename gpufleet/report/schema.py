@@ -1,8 +1,8 @@
-"""The results JSON document: one per host per validation run (schema_version 2; 1 still read).
+"""The results JSON document: one per host per validation run (schema_version 3; 1-2 still read).
 
 Example document (abridged)::
 
-    {"schema_version": 1, "host": "gpu-a", "run_id": "20261130T085000Z-3f2a",
+    {"schema_version": 3, "host": "gpu-a", "run_id": "20261130T085000Z-3f2a",
      "started_at": "2026-11-30T08:50:00+00:00", "finished_at": "...", "duration_s": 41.2,
      "tier": "quick", "target": "ssh://gpu-a", "status": "fail", "run_error": null,
      "spec": {"tf_version": "2.21.0", "driver_branch": 580, ...},
@@ -10,7 +10,12 @@ Example document (abridged)::
      "checks": [{"name": "host_state::nouveau_not_loaded", "status": "pass",
                  "message": "", "figures": {}, "duration_s": 0.1}],
      "workloads": [{...one Workload JSON document per workload...}],
-     "gpu_health": {"gpus": [...], "findings": [...]} or null}
+     "gpu_health": {"gpus": [...], "findings": [...]} or null,
+     "vendor": {"dcgm": {"level": 1, "status": "pass", "overall": "pass", "tests": [...]},
+                "nccl_tests": {"busbw_at_largest_gbps": 231.4, "floor": {...}, ...} or null}}
+
+``vendor`` (version 3) is gpufleet.vendor.section's; gpufleet.report.vendor_section reads it,
+and reads the vendor checks' figures of older documents into the same shape.
 """
 
 from __future__ import annotations
@@ -18,10 +23,14 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-SCHEMA_VERSION = 2
+from gpufleet.report.vendor_section import VendorSectionError, validate_vendor
+
+SCHEMA_VERSION = 3
 # Version 2 added the run status "unproven"; version 1 documents (where an inconclusive check
 # left the run "pass") are still read and judged by the rule they were written with.
-READABLE_VERSIONS = (1, 2)
+# Version 3 added the ``vendor`` section (DCGM's result and the nccl-tests figures in one place);
+# older documents have none, and their vendor checks' figures stand for it.
+READABLE_VERSIONS = (1, 2, 3)
 # "inconclusive": a workload's speed verdict could not be told apart from noise (never a pass).
 CHECK_STATUSES = ("pass", "fail", "skipped", "error", "inconclusive")
 # "error": the run itself could not complete (host unreachable, suite crashed).
@@ -50,7 +59,7 @@ _TOP_LEVEL: dict[str, type | tuple[type, ...]] = {
 
 
 class ResultsSchemaError(ValueError):
-    """A results document does not have the shape of schema_version 1; says where."""
+    """A results document does not have the shape of its schema_version; says where."""
 
 
 def summarize(checks: Sequence[Mapping[str, Any]]) -> dict[str, int]:
@@ -158,6 +167,13 @@ def validate_results(doc: Any) -> None:
         for key in ("gpus", "findings"):
             if not isinstance(health.get(key), list):
                 raise ResultsSchemaError(f"gpu_health.{key}: expected a list")
+    if doc["schema_version"] >= 3 or "vendor" in doc:
+        if "vendor" not in doc:
+            raise ResultsSchemaError("missing top-level key 'vendor' (schema_version 3)")
+        try:
+            validate_vendor(doc["vendor"])
+        except VendorSectionError as exc:
+            raise ResultsSchemaError(str(exc)) from None
 
 
 def new_document(
@@ -174,8 +190,10 @@ def new_document(
     finished_at: str | None = None,
     duration_s: float | None = None,
     run_error: str | None = None,
+    vendor: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
-    """Assemble a results document with its summary and status derived from the checks."""
+    """Assemble a results document with its summary and status derived from the checks;
+    ``vendor`` is the run's DCGM / nccl-tests section (both null when neither ran)."""
     return {
         "schema_version": SCHEMA_VERSION,
         "host": host,
@@ -192,4 +210,5 @@ def new_document(
         "checks": checks,
         "workloads": workloads,
         "gpu_health": gpu_health,
+        "vendor": {"dcgm": None, "nccl_tests": None, **(vendor or {})},
     }

@@ -9,6 +9,7 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
+from gpufleet.report.vendor_section import vendor_of
 from gpufleet.text import cell
 
 STATUS_STYLES = {
@@ -18,6 +19,10 @@ STATUS_STYLES = {
     "skipped": "dim",
     "inconclusive": "yellow",
     "unproven": "bold yellow",  # a run whose speed checks were inconclusive: not a pass
+    # vendor verdicts (gpufleet.vendor.verdict)
+    "skip": "dim",
+    "warn": "yellow",
+    "no_floor": "cyan",
 }
 # A run against its host's baseline (gpufleet.validate.baseline), as `gpufleet validate` notes it.
 BASELINE_STYLES = {"new": "cyan", "ok": "green", "regressed": "yellow", "error": "magenta"}
@@ -77,6 +82,61 @@ def host_table(doc: Mapping[str, Any]) -> Table:
     return table
 
 
+def _gbps(value: Any) -> str:
+    return "-" if value is None else f"{format_figure(float(value))} GB/s"
+
+
+def vendor_table(doc: Mapping[str, Any]) -> Table | None:
+    """DCGM's result (every failing or warning test by GPU) and the nccl-tests figures with
+    their floor and its source; None when neither tool ran."""
+    section = vendor_of(doc)
+    dcgm, nccl = section["dcgm"], section["nccl_tests"]
+    if dcgm is None and nccl is None:
+        return None
+    table = Table(title=cell(f"{doc['host']} — vendor diagnostics"), title_justify="left")
+    for name, width in (("status", None), ("tool", None), ("result", 70), ("figures", 48)):
+        table.add_column(name, overflow="fold", max_width=width, no_wrap=width is None)
+    if dcgm is not None:
+        level = f" -r {dcgm['level']}" if dcgm.get("level") is not None else ""
+        tests = dcgm.get("tests") or []
+        counts = {s: sum(t.get("status") == s for t in tests) for s in ("pass", "fail", "skip")}
+        figures = ", ".join(f"{n} {s}" for s, n in counts.items() if n) or "no tests recorded"
+        status = str(dcgm.get("status"))
+        table.add_row(
+            cell(status, STATUS_STYLES.get(status, "")),
+            cell(f"dcgmi diag{level}"),
+            cell(str(dcgm.get("reason") or "")),
+            cell(figures),
+        )
+        for test in tests:
+            if test.get("status") in ("fail", "warn"):
+                where = f"GPU {test['gpu']}" if test.get("gpu") is not None else "system"
+                table.add_row(
+                    cell(str(test["status"]), STATUS_STYLES.get("fail", "")),
+                    cell(f"  {test.get('name')}"),
+                    cell(f"{where}: {test.get('message') or ''}"),
+                    "",
+                )
+    if nccl is not None:
+        floor = nccl.get("floor") or {}
+        lines = [
+            f"busbw {_gbps(nccl.get('busbw_at_largest_gbps'))} at "
+            f"{nccl.get('largest_size_bytes')} B",
+            f"avg busbw {_gbps(nccl.get('avg_busbw_gbps'))}",
+            f"#wrong {nccl.get('wrong')}",
+        ]
+        if floor:
+            lines.append(f"floor {_gbps(floor.get('busbw_gbps'))} ({floor.get('source') or '?'})")
+        status = str(nccl.get("status"))
+        table.add_row(
+            cell(status, STATUS_STYLES.get(status, "")),
+            cell("nccl-tests all_reduce_perf"),
+            cell(str(nccl.get("reason") or "")),
+            cell("\n".join(lines)),
+        )
+    return table
+
+
 def baseline_cell(note: Mapping[str, Any] | None) -> Text:
     """The fleet table's baseline column: ``new``, ``ok``, ``2 regressed``, ``-``."""
     if not note or note.get("state") in (None, "none"):
@@ -117,5 +177,8 @@ def print_report(docs: Sequence[Mapping[str, Any]], console: Console | None = No
             console = Console(width=160)
     for doc in docs:
         console.print(host_table(doc))
+        vendor = vendor_table(doc)
+        if vendor is not None:
+            console.print(vendor)
         console.print()
     console.print(fleet_table(docs))

@@ -8,6 +8,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from gpufleet.report.vendor_section import summary_properties
 from gpufleet.text import plain, redact_data
 from gpufleet.validate import baseline
 from gpufleet.validate.baseline import safe_name
@@ -70,6 +71,9 @@ def merge_junit(runs: Sequence[HostRun], out: Path) -> None:
                 properties = ET.Element("properties")
                 suites[0].insert(0, properties)
             ET.SubElement(properties, "property", name="gpufleet_status", value=document["status"])
+            # DCGM's verdict and the nccl-tests figures (the results' vendor section).
+            for name, value in summary_properties(document):
+                ET.SubElement(properties, "property", name=name, value=value)
         if document.get("status") == "unproven":
             # Not a pass: CI reading the JUnit sees it as a failure, as the exit status (3) says.
             suite = suites[0]

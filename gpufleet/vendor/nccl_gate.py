@@ -109,6 +109,8 @@ def judge_nccl(
     value = _value(figure, floor)
     figures["floor_gbps"] = floor.busbw_gbps
     figures["floor_metric"] = floor.metric
+    figures["floor_enforced"] = floor.enforced
+    figures["floor_measured_at"] = floor.measured_at
     if value is None:
         return Verdict(CHECK, "error", f"no busbw figure for {key}", figures, floor.source)
     measured = "max busbw" if floor.metric == "max" else f"busbw at {figure.largest_size} B"

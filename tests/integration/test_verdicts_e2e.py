@@ -85,7 +85,7 @@ def test_inconclusive_speed_checks_make_the_host_unproven(inventory: Path, tmp_p
     assert run_id, proc.stdout[-2000:]
     doc = json.loads((results / HOST / f"{run_id.group(1)}.json").read_text())
     validate_results(doc)
-    assert doc["status"] == "unproven" and doc["schema_version"] == 2
+    assert doc["status"] == "unproven" and doc["schema_version"] == 3
     check = next(c for c in doc["checks"] if c["name"] == "workloads::xla")
     assert check["status"] == "inconclusive", check
     (xla,) = doc["workloads"]

@@ -23,7 +23,9 @@ def fixture(name: str) -> str:
 def test_every_fixture_names_its_source():
     sources = fixture("SOURCES.md")
     files = sorted(p.name for p in FIXTURES.iterdir() if p.name != "SOURCES.md")
-    assert len(files) >= 11
+    assert len(files) >= 14
+    dcgm3_json = [n for n in files if n.startswith("dcgm3-") and n.endswith(".json")]
+    assert len(dcgm3_json) >= 3, dcgm3_json
     missing = [name for name in files if f"| {name} |" not in sources]
     assert not missing, f"SOURCES.md does not name the source of {missing}"
 
@@ -48,6 +50,9 @@ CASES = [
      8, {"pass": 8}),
     ("dcgm3-text-3.3.1-gpu0-fail-excerpt.txt", None, "text", "fail", None, None, 4,
      {"pass": 1, "fail": 3}),
+    ("dcgm3-virtualclient-r2-pass-1gpu.json", 0, "3", "pass", None, None, 11, {"pass": 11}),
+    ("dcgm3-virtualclient-r3-eud-skip-1gpu.json", 0, "3", "pass", None, None, 16,
+     {"pass": 15, "skip": 1}),
 ]  # fmt: skip
 
 
@@ -70,6 +75,27 @@ def test_fixture_parses_to_the_expected_tests(
     assert all(t.status in ("pass", "fail", "skip", "warn") for t in result.tests)
     assert result.error is None
     json.dumps(result.to_dict())  # the result is JSON as it stands
+
+
+def test_dcgm3_results_without_a_gpu_id_are_system_wide_and_level3_skips_are_listed():
+    # dcgmi 3.x writes no gpu_id for the Deployment tests: they judge the whole system.
+    result = parse_dcgm_diag(fixture("dcgm3-virtualclient-r3-eud-skip-1gpu.json"), 0)
+    deployment = [t for t in result.tests if t.category == "Deployment"]
+    assert len(deployment) == 9 and all(t.gpu is None for t in deployment)
+    assert [(t.name, t.gpu) for t in result.tests if t.status == "skip"] == [("EUD Test", "0")]
+    assert {t.name for t in result.tests if t.category == "Stress"} == {
+        "Targeted Stress",
+        "Targeted Power",
+        "Memory Bandwidth",
+    }
+
+
+def test_a_published_malformed_3x_document_is_an_error_naming_what_is_wrong():
+    # VirtualClient's "incorrect results" example: the root holds a list, not test_categories.
+    result = parse_dcgm_diag(fixture("dcgm3-virtualclient-malformed-cuda-fail.json"), 0)
+    assert result.overall == "error"
+    assert "'DCGM GPU Diagnostic' holds a list" in (result.error or "")
+    assert result.tests == []
 
 
 def test_nvvs_gpu_id_lists_become_one_result_per_gpu():
@@ -141,7 +167,7 @@ def test_dcgm3_text_failure_is_attached_to_the_gpu_its_warning_names():
         ('{"DCGM GPU Diagnostic": {"test_categories": [{"tests": [null]}]}}',
          "no test results found in the DCGM 3"),
         ("[1, 2, 3]", "unrecognised"),
-        ('{"DCGM Diagnostic": "nonsense"}', "no test results found"),
+        ('{"DCGM Diagnostic": "nonsense"}', "'DCGM Diagnostic' holds str, not an object"),
     ],
 )  # fmt: skip
 def test_untrusted_output_is_an_error_with_a_reason_never_a_pass(text, reason):

@@ -55,7 +55,8 @@ def test_new_document_is_valid_and_json_round_trips():
     doc = document()
     validate_results(doc)
     validate_results(json.loads(json.dumps(doc)))
-    assert doc["schema_version"] == 2
+    assert doc["schema_version"] == 3
+    assert doc["vendor"] == {"dcgm": None, "nccl_tests": None}
     assert doc["summary"] == {"pass": 1, "fail": 0, "skipped": 1, "error": 0, "inconclusive": 1}
     # Inconclusive is not a pass, and it does not fail the host either: the host is unproven.
     assert doc["status"] == "unproven"
@@ -82,7 +83,9 @@ def test_status_derivation():
     ("mutate", "message"),
     [
         (lambda d: d.pop("run_id"), "missing top-level key 'run_id'"),
-        (lambda d: d.update(schema_version=3), "schema_version 3 is not supported"),
+        (lambda d: d.update(schema_version=4), "schema_version 4 is not supported"),
+        (lambda d: d.pop("vendor"), "missing top-level key 'vendor' \\(schema_version 3\\)"),
+        (lambda d: d["vendor"].pop("dcgm"), "vendor: missing 'dcgm'"),
         (lambda d: d.update(tier="medium"), "tier: 'medium' is not one of quick, full"),
         (lambda d: d["checks"][0].update(status="ok"), r"checks\[0\].status: 'ok' is not one of"),
         (lambda d: d["checks"][1].pop("message"), r"checks\[1\]: missing 'message'"),

@@ -13,9 +13,12 @@ from types import SimpleNamespace
 
 import pytest
 
+from gpufleet.parsers import parse_nccl_tests
+from gpufleet.report.vendor_section import validate_vendor
 from gpufleet.spec import NodeSpec
 from validation import test_vendor_diagnostics as checks
 from validation.hostinfo import HostInfo, PciDevice
+from validation.runstate import nccl_tests_busbw
 from validation.vendor_runs import dcgm_command, nccl_tests_command, split_rc
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
@@ -59,6 +62,11 @@ def info(*gpus: PciDevice) -> HostInfo:
     return HostInfo({}, "x86_64", "6.1", [], list(gpus), True, None, "/usr/bin/nvidia-smi")
 
 
+def state() -> SimpleNamespace:
+    """The run state the checks write the results' vendor section into."""
+    return SimpleNamespace(vendor={"dcgm": None, "nccl_tests": None})
+
+
 def record_into(box: dict) -> object:
     def record(message: str | None = None, **figures: object) -> None:
         box.update(figures, message=message)
@@ -83,7 +91,7 @@ def test_commands_and_exit_codes():
 def test_a_passing_dcgm3_run_passes_and_records_its_figures():
     box: dict = {}
     host = dcgm_host("dcgm3-nvvs-3.1.0-pass-8gpu.txt", 0)
-    checks.test_dcgm_diag(host, info(H100), NodeSpec(), "quick", record_into(box))
+    checks.test_dcgm_diag(host, info(H100), NodeSpec(), "quick", record_into(box), state())
     assert "dcgmi diag -r 1 -j" in host.commands[-1]
     assert box["message"].startswith("dcgmi diag (level 1):")
 
@@ -91,7 +99,7 @@ def test_a_passing_dcgm3_run_passes_and_records_its_figures():
 def test_a_failing_dcgm4_run_fails_naming_the_gpu_and_dcgms_words():
     host = dcgm_host("dcgm4-gb10-r1-software-fail.json", 226)
     with pytest.raises(pytest.fail.Exception) as failed:
-        checks.test_dcgm_diag(host, info(H100), NodeSpec(), "quick", record_into({}))
+        checks.test_dcgm_diag(host, info(H100), NodeSpec(), "quick", record_into({}), state())
     assert (
         "GPU 0" in str(failed.value)
         or "GPU:0" in str(failed.value)
@@ -103,11 +111,11 @@ def test_a_failing_dcgm4_run_fails_naming_the_gpu_and_dcgms_words():
 def test_the_full_tier_runs_level_3_unless_the_inventory_says_otherwise():
     host = dcgm_host("dcgm3-t400-r3-skip.json", 0)
     with pytest.raises(pytest.skip.Exception, match="skipped every test"):
-        checks.test_dcgm_diag(host, info(H100), NodeSpec(), "full", record_into({}))
+        checks.test_dcgm_diag(host, info(H100), NodeSpec(), "full", record_into({}), state())
     assert "dcgmi diag -r 3 -j" in host.commands[-1]
     spec = NodeSpec.from_host_data({"dcgm_diag_level": 2})
     with pytest.raises(pytest.skip.Exception):
-        checks.test_dcgm_diag(host, info(H100), spec, "full", record_into({}))
+        checks.test_dcgm_diag(host, info(H100), spec, "full", record_into({}), state())
     assert "dcgmi diag -r 2 -j" in host.commands[-1]
 
 
@@ -115,20 +123,20 @@ def test_the_full_tier_runs_level_3_unless_the_inventory_says_otherwise():
 def test_empty_or_unrecognised_dcgm_output_is_an_error_never_a_pass(output):
     host = StandinHost({"dcgmi diag": (output, 0), "mig": ("Disabled", 0)}, files={"dcgmi"})
     with pytest.raises(pytest.fail.Exception, match="cannot be trusted"):
-        checks.test_dcgm_diag(host, info(H100), NodeSpec(), "quick", record_into({}))
+        checks.test_dcgm_diag(host, info(H100), NodeSpec(), "quick", record_into({}), state())
 
 
 def test_mig_mode_skips_with_the_reason():
     host = dcgm_host("dcgm3-nvvs-3.1.0-pass-8gpu.txt", 0, mig="Enabled")
     with pytest.raises(pytest.skip.Exception, match="MIG"):
-        checks.test_dcgm_diag(host, info(H100), NodeSpec(), "quick", record_into({}))
+        checks.test_dcgm_diag(host, info(H100), NodeSpec(), "quick", record_into({}), state())
     assert not any("dcgmi diag" in c for c in host.commands)
 
 
 def test_dcgmi_missing_on_a_gpu_host_fails_with_the_fix():
     host = StandinHost({})
     with pytest.raises(pytest.fail.Exception, match="dcgmi is not installed"):
-        checks.test_dcgm_diag(host, info(H100), NodeSpec(), "quick", record_into({}))
+        checks.test_dcgm_diag(host, info(H100), NodeSpec(), "quick", record_into({}), state())
 
 
 def nccl_host(fixture: str, rc: int, built: bool = True) -> StandinHost:
@@ -143,14 +151,18 @@ def nccl_host(fixture: str, rc: int, built: bool = True) -> StandinHost:
 def test_a_healthy_8x_h100_all_reduce_passes_its_published_floor():
     box: dict = {}
     host = nccl_host("h100-8gpu-single-node-ib-cluster.txt", 0)
-    checks.test_nccl_allreduce(host, info(*[H100] * 8), NodeSpec(), "full", record_into(box))
+    checks.test_nccl_allreduce(
+        host, info(*[H100] * 8), NodeSpec(), "full", record_into(box), state()
+    )
     assert box["largest_busbw"] > 460
 
 
 def test_a_healthy_8x_a100_all_reduce_passes_azures_floor():
     box: dict = {}
     host = nccl_host("a100-8gpu-old-header-nccl-info.txt", 0)
-    checks.test_nccl_allreduce(host, info(*[A100] * 8), NodeSpec(), "full", record_into(box))
+    checks.test_nccl_allreduce(
+        host, info(*[A100] * 8), NodeSpec(), "full", record_into(box), state()
+    )
     assert box["largest_busbw"] == 235.26 and box["floor_gbps"] == 228.0
 
 
@@ -159,14 +171,18 @@ def test_a_host_whose_topology_has_no_published_floor_reports_the_figure_unjudge
     host.answers["topo -m"] = (NVLINK_TOPO_8.replace("NV12", "PHB"), 0)
     box: dict = {}
     with pytest.raises(pytest.skip.Exception, match="no published floor"):
-        checks.test_nccl_allreduce(host, info(*[A100] * 8), NodeSpec(), "full", record_into(box))
+        checks.test_nccl_allreduce(
+            host, info(*[A100] * 8), NodeSpec(), "full", record_into(box), state()
+        )
     assert box["largest_busbw"] == 235.26  # the figure is still in the results
 
 
 def test_a_nonzero_all_reduce_exit_fails():
     host = nccl_host("h100-8gpu-single-node-ib-cluster.txt", 1)
     with pytest.raises(pytest.fail.Exception, match="exited 1"):
-        checks.test_nccl_allreduce(host, info(*[H100] * 8), NodeSpec(), "full", record_into({}))
+        checks.test_nccl_allreduce(
+            host, info(*[H100] * 8), NodeSpec(), "full", record_into({}), state()
+        )
 
 
 def test_all_reduce_needs_the_build_and_two_gpus_and_the_full_tier():
@@ -177,9 +193,90 @@ def test_all_reduce_needs_the_build_and_two_gpus_and_the_full_tier():
             NodeSpec(),
             "full",
             record_into({}),
+            state(),
         )
     host = nccl_host("h100-8gpu-single-node-ib-cluster.txt", 0)
     with pytest.raises(pytest.skip.Exception, match="1 GPU"):
-        checks.test_nccl_allreduce(host, info(H100), NodeSpec(), "full", record_into({}))
+        checks.test_nccl_allreduce(host, info(H100), NodeSpec(), "full", record_into({}), state())
     with pytest.raises(pytest.skip.Exception, match="full tier"):
-        checks.test_nccl_allreduce(host, info(*[H100] * 8), NodeSpec(), "quick", record_into({}))
+        checks.test_nccl_allreduce(
+            host, info(*[H100] * 8), NodeSpec(), "quick", record_into({}), state()
+        )
+
+
+# ------------------------------------------------------- the results' vendor section
+
+
+def test_a_dcgm_run_fills_the_vendor_section_with_every_test():
+    run = state()
+    host = dcgm_host("dcgm4-gb10-r1-software-fail.json", 226)
+    with pytest.raises(pytest.fail.Exception):
+        checks.test_dcgm_diag(host, info(H100), NodeSpec(), "quick", record_into({}), run)
+    dcgm = run.vendor["dcgm"]
+    validate_vendor(run.vendor)
+    assert (dcgm["level"], dcgm["status"], dcgm["overall"], dcgm["format"]) == (
+        1,
+        "fail",
+        "fail",
+        "4",
+    )
+    assert dcgm["exit_code"] == 226 and dcgm["version"] == "4.2.3"
+    failed = [t for t in dcgm["tests"] if t["status"] == "fail"]
+    assert [(t["name"], t["gpu"]) for t in failed] == [("software", "0")]
+    assert "ersistence" in failed[0]["message"]
+    assert run.vendor["nccl_tests"] is None
+
+
+def test_a_dcgm_run_that_never_ran_dcgmi_still_says_why_in_the_section():
+    run = state()
+    with pytest.raises(pytest.skip.Exception):
+        checks.test_dcgm_diag(
+            dcgm_host("dcgm3-nvvs-3.1.0-pass-8gpu.txt", 0, mig="Enabled"),
+            info(H100), NodeSpec(), "quick", record_into({}), run,
+        )  # fmt: skip
+    dcgm = run.vendor["dcgm"]
+    assert (dcgm["status"], dcgm["overall"], dcgm["tests"]) == ("skip", None, [])
+    assert "MIG" in dcgm["reason"]
+    run = state()
+    with pytest.raises(pytest.fail.Exception):
+        checks.test_dcgm_diag(
+            StandinHost({}), info(H100), NodeSpec(), "quick", record_into({}), run
+        )
+    assert run.vendor["dcgm"]["status"] == "fail"
+    assert "dcgmi is not installed" in run.vendor["dcgm"]["reason"]
+
+
+def test_an_all_reduce_run_fills_the_section_the_workloads_read():
+    run = state()
+    host = nccl_host("a100-8gpu-old-header-nccl-info.txt", 0)
+    checks.test_nccl_allreduce(host, info(*[A100] * 8), NodeSpec(), "full", record_into({}), run)
+    nccl = run.vendor["nccl_tests"]
+    validate_vendor(run.vendor)
+    parsed = parse_nccl_tests(
+        (FIXTURES / "nccl_tests" / "a100-8gpu-old-header-nccl-info.txt").read_text()
+    )
+    assert nccl["busbw_at_largest_gbps"] == 235.26 == parsed.largest_busbw
+    assert nccl["avg_busbw_gbps"] == parsed.avg_busbw and nccl["wrong"] == 0
+    assert [r["size_bytes"] for r in nccl["sizes"]] == [r.size for r in parsed.rows]
+    assert nccl["floor"]["busbw_gbps"] == 228.0 and nccl["floor"]["enforced"] is True
+    assert "azurehpc-health-checks" in nccl["floor"]["source"]
+    assert (nccl["status"], nccl["gpu_count"], nccl["interconnect"]) == ("pass", 8, "nvlink")
+    # The workloads' all-reduce check (issue 13 item 4) reads it through this function.
+    assert nccl_tests_busbw(run) == 235.26
+    assert nccl_tests_busbw(state()) is None
+
+
+def test_an_all_reduce_that_crashed_before_its_table_fails_with_the_exit_code():
+    run = state()
+    host = nccl_host("a100-8gpu-old-header-nccl-info.txt", 0)
+    host.answers["all_reduce_perf"] = (
+        "host1: Test NCCL failure common.cu:1005 'unhandled cuda error'\n",
+        1,
+    )
+    with pytest.raises(pytest.fail.Exception, match="exited 1: no nccl-tests result rows"):
+        checks.test_nccl_allreduce(
+            host, info(*[A100] * 8), NodeSpec(), "full", record_into({}), run
+        )
+    nccl = run.vendor["nccl_tests"]
+    assert nccl["status"] == "fail" and nccl["busbw_at_largest_gbps"] is None
+    assert nccl["sizes"] == [] and nccl["floor"] is None
