@@ -81,7 +81,10 @@ def from_nvml(nvml: Any, handles: list[Any], gpu_names: list[str]) -> tuple[list
         if reading:
             time.sleep(READING_GAP_S)
         for handle, gpu in zip(handles, gpu_names, strict=True):
-            pct = float(nvml.nvmlDeviceGetUtilizationRates(handle).gpu)
+            try:
+                pct = float(nvml.nvmlDeviceGetUtilizationRates(handle).gpu)
+            except Exception:  # NotSupported on a MIG-enabled GPU: its processes still count
+                continue
             utilization[gpu] = max(utilization.get(gpu, 0.0), pct)
     return users, utilization
 

@@ -83,8 +83,11 @@ def summary(connections: dict[str, int], nvls_channels: int | None) -> str:
 
 
 def expected_kind_missing(transports: dict[str, Any], interconnect: str) -> str | None:
-    """A note when NVLink-linked GPUs talked over SHM or NET (a P2P path is down), else None."""
-    if interconnect not in ("nvlink", "nvswitch", "nvlink_partial"):
+    """Why GPUs that are all NVLinked talked over SHM or NET (a P2P path is down), else None.
+
+    Only where every pair is NVLink (nvlink, nvswitch): on a DGX-1 cube-mesh (nvlink_partial)
+    some pairs have no P2P path by design and NCCL may connect them through SHM."""
+    if interconnect not in ("nvlink", "nvswitch"):
         return None
     slow = [k for k in transports.get("kinds", []) if k in ("SHM", "NET")]
     if slow:

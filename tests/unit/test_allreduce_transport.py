@@ -43,6 +43,7 @@ def test_shm_between_nvlinked_gpus_is_a_fault_but_not_on_pcie() -> None:
     assert found["connections"] == {"SHM": 3}
     assert "SHM" in (expected_kind_missing(found, "nvswitch") or "")
     assert expected_kind_missing(found, "pcie_host_bridge") is None
+    assert expected_kind_missing(found, "nvlink_partial") is None  # DGX-1: some pairs no P2P
 
 
 def test_nvls_channels_and_multicast_support() -> None:

@@ -191,6 +191,16 @@ def test_sampler_reads_bus_ids_telemetry_and_busy_state(monkeypatch) -> None:
     assert quiet.read_once()[0].sm_clock_mhz is None  # telemetry off: not read
 
 
+def test_a_mig_gpu_without_utilization_is_judged_by_its_processes(monkeypatch) -> None:
+    class Mig(_Nvml):
+        def nvmlDeviceGetUtilizationRates(self, handle: int):
+            raise RuntimeError("Not Supported")  # what NVML says for a MIG-enabled GPU
+
+    monkeypatch.setattr(nvml_sampler, "_load_pynvml", Mig)
+    monkeypatch.setattr("validation.gpu_busy.READING_GAP_S", 0.0)
+    assert NvmlSampler().busy_reason() == "GPU busy (PIDs 555 python3 on GPU 1)"
+
+
 @pytest.mark.parametrize("method", ["sample_check", "ab"])
 def test_a_busy_run_makes_speed_checks_inconclusive(method: str) -> None:
     run = Run(workload="gemm", args=argparse.Namespace(quick=True))
