@@ -154,6 +154,19 @@ def test_allreduce_sum_and_bus_bandwidth_formula() -> None:
             assert busbw == pytest.approx(algbw * 2 * (2 - 1) / 2)
 
 
+def test_gemm_runs_every_device_at_once_and_reports_each() -> None:
+    _, doc, _, _, _ = quick_result("gemm")
+    assert [d["name"] for d in doc["devices"]] == ["/device:CPU:0", "/device:CPU:1"]
+    for precision in ("fp32", "fp16", "bf16"):
+        per_device = doc["measurements"][f"{precision}_per_gpu"]
+        assert set(per_device) == {"CPU:0", "CPU:1"}
+        assert all(entry["repetitions"] >= 3 for entry in per_device.values())
+        assert set(doc["metrics"][f"tflops.{precision}"]) == {"CPU:0", "CPU:1"}
+        assert doc["metrics"][f"{precision}_tflops"] == min(
+            doc["metrics"][f"tflops.{precision}"].values()
+        )
+
+
 def test_memory_growth_second_process_trained() -> None:
     _, doc, _, _, _ = quick_result("memory_growth")
     second = doc["measurements"]["second_process"]

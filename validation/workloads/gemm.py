@@ -306,5 +306,12 @@ def body(run: Run) -> None:
 
 if __name__ == "__main__":
     raise SystemExit(
-        main("gemm", body, description=__doc__.splitlines()[0], add_arguments=_arguments)
+        main(
+            "gemm",
+            body,
+            description=__doc__.splitlines()[0],
+            # Without a GPU: two logical CPU devices, so CI runs the all-at-once threads too.
+            logical_cpus=2,
+            add_arguments=_arguments,
+        )
     )
