@@ -129,11 +129,14 @@ def _worker(
     return reps
 
 
-def _sustained(run: Run, name: str, cfg: dict[str, Any]) -> dict[str, list[tuple[float, float]]]:
+def _sustained(
+    run: Run, name: str, cfg: dict[str, Any], window: list[float]
+) -> dict[str, list[tuple[float, float]]]:
     """Every compute device's window, all at once (one thread each: TensorFlow releases the GIL
-    while a GPU computes), keyed by the GPU's label."""
+    while a GPU computes), keyed by the GPU's label. ``window`` gets the monotonic times the
+    window opened (every warm-up done) and closed, for the telemetry of that span only."""
     devices = run.compute_devices
-    start = threading.Barrier(len(devices))
+    start = threading.Barrier(len(devices), action=lambda: window.append(time.monotonic()))
     results: dict[str, list[tuple[float, float]]] = {}
     errors: list[BaseException] = []
 
@@ -150,6 +153,7 @@ def _sustained(run: Run, name: str, cfg: dict[str, Any]) -> dict[str, list[tuple
             thread.start()
         for thread in threads:
             thread.join()
+    window.append(time.monotonic())
     broken = [e for e in errors if not isinstance(e, threading.BrokenBarrierError)]
     if broken or errors:
         raise (broken or errors)[0]
@@ -237,7 +241,8 @@ def _precision(run: Run, name: str, cfg: dict[str, Any], peaks: dict[str, float]
     _product_check(run, name, cfg, tolerance)
     peak, floor = _peak_floor(run, name, peaks)
     # Another job's GPU is not loaded (and its figure would be that job's noise).
-    reps = _sustained(run, name, cfg) if run.busy is None else {}
+    window: list[float] = []
+    reps = _sustained(run, name, cfg, window) if run.busy is None else {}
     summary = summarize(reps, 2.0 * cfg["n"] ** 3 * cfg["chain"], cfg["sustain_s"])
     tflops = {g: s["sustained_tflops"] for g, s in summary.items()}
     run.measurements[f"{name}_per_gpu"] = summary
@@ -254,7 +259,10 @@ def _precision(run: Run, name: str, cfg: dict[str, Any], peaks: dict[str, float]
             fractions = {g: round(v / peak, 4) for g, v in tflops.items()}
             run.metrics[f"fraction_of_peak.{name}"] = fractions
             run.metrics[f"{name}_fraction_of_peak"] = min(fractions.values())
-    telemetry = phase_telemetry(run.sampler.samples(), name) if run.sampler else {}
+    # The window's readings only: warm-up (tracing, cuBLAS heuristics) idles the GPUs.
+    opened, closed = (window[0], window[-1]) if len(window) == 2 else (0.0, float("inf"))
+    samples = run.sampler.samples() if run.sampler else []
+    telemetry = phase_telemetry([s for s in samples if opened <= s.time_s <= closed], name)
     verdicts = judge(
         name,
         tflops,
