@@ -6,9 +6,10 @@ Contract (``--nccl-tests JSON`` or ``--nccl-tests @FILE`` of validation.workload
 
 ``busbw_gbps``: all_reduce_perf's out-of-place busbw at its largest size ``bytes`` on ``gpus``
 GPUs of this host (gpufleet.vendor.figure_of: ``largest_busbw``, ``largest_size``, ``ranks``).
-The suite builds it from what validation/test_vendor_diagnostics.py::test_nccl_allreduce
-recorded earlier in the same run (the full tier runs the vendor checks before the workloads);
-a vendor-results file written elsewhere only has to hold these keys.
+The suite builds it (from_run) from the run's ``vendor.nccl_tests`` section where the run keeps
+one, else from what validation/test_vendor_diagnostics.py::test_nccl_allreduce recorded; the
+full tier runs the vendor checks before the workloads. A file written elsewhere only has to
+hold these keys.
 """
 
 from __future__ import annotations
@@ -70,3 +71,31 @@ def from_run_figures(figures: Mapping[str, Mapping[str, Any]]) -> dict[str, Any]
                 "source": "vendor_diagnostics::nccl_allreduce",
             }
     return None
+
+
+def from_vendor_section(section: Mapping[str, Any] | None) -> dict[str, Any] | None:
+    """The contract's object from a results document's ``vendor.nccl_tests`` part
+    (gpufleet.vendor.section.nccl_section: ``busbw_at_largest_gbps``, ``largest_size_bytes``,
+    ``gpu_count``), when all_reduce_perf exited 0 with no wrong or out-of-bounds results."""
+    if not isinstance(section, Mapping):
+        return None
+    if section.get("exit_code") or section.get("wrong") or section.get("out_of_bounds"):
+        return None
+    busbw, gpus = section.get("busbw_at_largest_gbps"), section.get("gpu_count")
+    if not (isinstance(busbw, int | float) and busbw > 0 and isinstance(gpus, int) and gpus >= 2):
+        return None
+    return {
+        "busbw_gbps": float(busbw),
+        "bytes": section.get("largest_size_bytes"),
+        "gpus": gpus,
+        "source": "vendor.nccl_tests",
+    }
+
+
+def from_run(state: Any) -> dict[str, Any] | None:
+    """The contract's object from a suite run's state: its ``vendor`` section where the run
+    keeps one (RunState.vendor["nccl_tests"]), else test_nccl_allreduce's recorded figures."""
+    vendor = getattr(state, "vendor", None)
+    if isinstance(vendor, Mapping) and vendor.get("nccl_tests") is not None:
+        return from_vendor_section(vendor["nccl_tests"])
+    return from_run_figures(getattr(state, "figures", {}) or {})

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from validation.gpu_selection import combine_gpus, gpus_under_test, visible_env
-from validation.nccl_reference import from_run_figures
+from validation.nccl_reference import from_run
 from validation.processes import merge_processes, speed_at_stake
 from validation.runstate import STATE
 from validation.tiers import FULL_WORKLOADS, PROCESSES, QUICK_WORKLOADS, TIMEOUT_S
@@ -89,7 +89,7 @@ def test_workload(
     record: Any,
 ) -> None:
     extra = {}
-    nccl_tests = from_run_figures(run_state.figures) if workload == "allreduce" else None
+    nccl_tests = from_run(run_state) if workload == "allreduce" else None
     if nccl_tests is not None:  # measured by test_vendor_diagnostics earlier in this run
         extra["--nccl-tests"] = json.dumps(nccl_tests)
     by_gpu: dict[str, dict[str, Any]] = {}

@@ -7,12 +7,19 @@ Log lines: tests/fixtures/nccl_debug (sources in its SOURCES.md).
 from __future__ import annotations
 
 import argparse
+import types
 from pathlib import Path
 
 import pytest
 
 from gpufleet.matrix.floors import floors_for
-from validation.nccl_reference import ReferenceError, from_run_figures, read_reference
+from validation.nccl_reference import (
+    ReferenceError,
+    from_run,
+    from_run_figures,
+    from_vendor_section,
+    read_reference,
+)
 from validation.nccl_transport import expected_kind_missing, parse_transports, transport_of
 from validation.workloads import allreduce
 from validation.workloads._run import Run
@@ -90,6 +97,30 @@ def test_the_suite_hands_over_what_test_nccl_allreduce_recorded() -> None:
     broken = {k: {**v, "wrong": 3} for k, v in figures.items()}
     assert from_run_figures(broken) is None
     assert from_run_figures({}) is None
+
+
+def test_the_results_vendor_section_is_read_first() -> None:
+    # Keys as gpufleet.vendor.section.nccl_section writes them (a structure of ours, not output).
+    section = {
+        "status": "pass",
+        "gpu_count": 8,
+        "busbw_at_largest_gbps": 231.4,
+        "largest_size_bytes": 8589934592,
+        "exit_code": 0,
+        "wrong": 0,
+        "out_of_bounds": 0,
+    }
+    assert from_vendor_section(section) == {
+        "busbw_gbps": 231.4,
+        "bytes": 8589934592,
+        "gpus": 8,
+        "source": "vendor.nccl_tests",
+    }
+    assert from_vendor_section({**section, "exit_code": 1}) is None
+    state = types.SimpleNamespace(vendor={"dcgm": None, "nccl_tests": section}, figures={})
+    assert from_run(state)["source"] == "vendor.nccl_tests"
+    older = types.SimpleNamespace(figures={})  # a RunState without a vendor section
+    assert from_run(older) is None
 
 
 def _run(model: str, count: int, link: str, **args: object) -> Run:
