@@ -33,6 +33,12 @@ class Sample:
     phase: str | None
     utilization_pct: float
     memory_used_mib: float
+    # Read only with NvmlSampler.telemetry on (validation.nvml_telemetry summarises them):
+    # SM clock, board power, GPU temperature and the clock-event (throttle) reason bitmask.
+    sm_clock_mhz: float | None = None
+    power_w: float | None = None
+    temperature_c: float | None = None
+    clock_events: int | None = None
 
 
 @dataclass(frozen=True)
@@ -43,6 +49,7 @@ class NvmlDevice:
     name: str
     uuid: str
     memory_total_mib: float
+    pci_bus_id: str = ""  # "00000000:3B:00.0", as nvmlDeviceGetPciInfo's busId gives it
 
 
 def _load_pynvml() -> Any:
@@ -54,8 +61,13 @@ def _load_pynvml() -> Any:
 class NvmlSampler:
     """Samples every GPU's utilization and memory while phases are being timed."""
 
-    def __init__(self, interval_s: float = 0.1, window_s: float = 1.0) -> None:
+    def __init__(
+        self, interval_s: float = 0.1, window_s: float = 1.0, *, telemetry: bool = False
+    ) -> None:
         self.interval_s = interval_s
+        # Clocks, power, temperature and clock-event reasons too (a few more NVML calls per
+        # reading): the GEMM workload turns it on to attach them to its speed verdicts.
+        self.telemetry = telemetry
         # NVML's utilization is an average over a window of 1/6 s to 1 s (by product): readings
         # closer together than that repeat one average. thinned() keeps one per window.
         self.window_s = window_s
@@ -104,6 +116,7 @@ class NvmlSampler:
                     name=_text(nvml.nvmlDeviceGetName(handle)),
                     uuid=_text(nvml.nvmlDeviceGetUUID(handle)),
                     memory_total_mib=memory.total / 2**20,
+                    pci_bus_id=_bus_id(nvml, handle),
                 )
             )
 
@@ -116,12 +129,38 @@ class NvmlSampler:
         for device, handle in zip(self.devices, self._handles, strict=True):
             rates = self._nvml.nvmlDeviceGetUtilizationRates(handle)
             memory = self._nvml.nvmlDeviceGetMemoryInfo(handle)
+            extra = self._telemetry(handle) if self.telemetry else {}
             readings.append(
                 Sample(
-                    now, f"gpu{device.index}", self._phase, float(rates.gpu), memory.used / 2**20
+                    now,
+                    f"gpu{device.index}",
+                    self._phase,
+                    float(rates.gpu),
+                    memory.used / 2**20,
+                    **extra,
                 )
             )
         return readings
+
+    def _telemetry(self, handle: Any) -> dict[str, Any]:
+        """SM clock (MHz), power (W), temperature (C), clock-event reasons; None where the
+        driver does not report one (power on some boards, event reasons before r535's name)."""
+        nvml = self._nvml
+        calls: dict[str, Any] = {
+            "sm_clock_mhz": lambda: float(nvml.nvmlDeviceGetClockInfo(handle, nvml.NVML_CLOCK_SM)),
+            "power_w": lambda: nvml.nvmlDeviceGetPowerUsage(handle) / 1000.0,
+            "temperature_c": lambda: float(
+                nvml.nvmlDeviceGetTemperature(handle, nvml.NVML_TEMPERATURE_GPU)
+            ),
+            "clock_events": lambda: int(_clock_events(nvml, handle)),
+        }
+        values: dict[str, Any] = {}
+        for name, call in calls.items():
+            try:
+                values[name] = call()
+            except Exception:  # NVMLError_NotSupported and friends: that reading is absent
+                values[name] = None
+        return values
 
     def process_memory_mib(self, pid: int | None = None) -> dict[str, float]:
         """GPU memory that process ``pid`` (default: this one) holds on each device, in MiB."""
@@ -134,6 +173,31 @@ class NvmlSampler:
             used = sum((p.usedGpuMemory or 0) for p in processes if p.pid == pid)
             held[f"gpu{device.index}"] = used / 2**20
         return held
+
+    def mig_parent_uuid(self, mig_uuid: str) -> str | None:
+        """The UUID of the GPU a MIG instance ("MIG-...") belongs to; None when NVML cannot say."""
+        if not self.available:
+            return None
+        try:
+            mig = self._nvml.nvmlDeviceGetHandleByUUID(mig_uuid)
+            parent = self._nvml.nvmlDeviceGetDeviceHandleFromMigDeviceHandle(mig)
+            return _text(self._nvml.nvmlDeviceGetUUID(parent))
+        except Exception:  # NVMLError_NotFound, or a driver without MIG
+            return None
+
+    def busy_reason(self) -> str | None:
+        """``GPU busy (PIDs ...)`` when another process uses a GPU or one is over 5 % busy
+        (validation.gpu_busy); None when idle or without NVML (nothing to tell)."""
+        if not self.available:
+            return None
+        from validation.gpu_busy import busy_reason, from_nvml
+
+        names = [str(d.index) for d in self.devices]
+        try:
+            users, utilization = from_nvml(self._nvml, self._handles, names)
+        except Exception as exc:  # NVMLError: say so rather than judge speed blind
+            return f"GPU busy state unknown (NVML: {exc})"
+        return busy_reason(users, utilization, own_pids={os.getpid()})
 
     def _loop(self) -> None:
         while not self._stop.is_set():
@@ -233,6 +297,22 @@ def thin(
             continue
         kept.append(sample)
     return kept
+
+
+def _clock_events(nvml: Any, handle: Any) -> int:
+    """The clock-event reason bitmask; drivers/bindings before "event" called it "throttle"."""
+    reader = getattr(nvml, "nvmlDeviceGetCurrentClocksEventReasons", None)
+    if reader is None:
+        reader = nvml.nvmlDeviceGetCurrentClocksThrottleReasons
+    return int(reader(handle))
+
+
+def _bus_id(nvml: Any, handle: Any) -> str:
+    """The GPU's PCI bus id, upper case ("00000000:3B:00.0"); "" where NVML gives none."""
+    try:
+        return _text(nvml.nvmlDeviceGetPciInfo(handle).busId).upper()
+    except Exception:  # a fake or an old binding without PCI info
+        return ""
 
 
 def _text(value: str | bytes) -> str:

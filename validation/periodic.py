@@ -34,7 +34,9 @@ from gpufleet.report import prometheus
 from gpufleet.report.schema import ResultsSchemaError, new_document, validate_results
 from validation.periodic_baseline import own_runs, regression_state
 from validation.periodic_checks import (
+    busy_check,
     gpu_health_checks,
+    gpus_busy,
     run_workload,
 )
 from validation.periodic_dcgm import dcgm_run
@@ -152,6 +154,11 @@ def run(args: argparse.Namespace) -> tuple[dict[str, Any], Path]:
     checks.append(dcgm)
     workloads = []
     for name in names:
+        # Asked before each workload: a job may start while the run is under way.
+        busy = gpus_busy(data)
+        if busy is not None:
+            checks.append(busy_check(name, busy))
+            continue
         check, doc = run_workload(
             name, args=args, thresholds=dict(data.get("thresholds") or {}), log_dir=log_dir
         )

@@ -158,11 +158,20 @@ def judge_workload(name: str, doc: dict[str, Any]) -> dict[str, Any]:
 
 
 def _one_process(
-    name: str, *, args: argparse.Namespace, thresholds: dict[str, Any], log_path: Path
+    name: str,
+    *,
+    args: argparse.Namespace,
+    thresholds: dict[str, Any],
+    log_path: Path,
+    gpu: str | None = None,
 ) -> tuple[dict[str, Any] | None, int | str]:
-    """Run the workload once in a subprocess: its document (None when it wrote none), exit."""
+    """Run the workload once in a subprocess (pinned to CUDA ordinal ``gpu`` when given): its
+    document (None when it wrote none), exit."""
+    from validation.gpu_selection import visible_env
+
     timeout = args.timeout or TIMEOUT_S[args.tier]
     env = {**os.environ, "PYTHONPATH": str(PAYLOAD_ROOT), "TF_CPP_MIN_LOG_LEVEL": "2"}
+    env.update(visible_env(gpu))
     with tempfile.TemporaryDirectory(prefix="gpufleet-periodic-") as tmp:
         json_path = Path(tmp) / f"{name}.json"
         command = workload_command(
@@ -195,6 +204,26 @@ def _one_process(
     return (doc if isinstance(doc, dict) and "verdict" in doc else None), rc
 
 
+def gpus_busy(data: dict[str, Any]) -> str | None:
+    """``GPU busy (PIDs ...)`` when a user's job holds or drives a GPU (validation.gpu_busy):
+    the periodic run then starts no workload, so it never disturbs the job. None on a GPU-less
+    host (nothing to disturb) and on an idle one."""
+    if data.get("gpu_less") or nvidia_gpus_on_bus() == 0:
+        return None
+    from validation.gpu_busy import check_with_nvidia_smi
+
+    return check_with_nvidia_smi()
+
+
+def busy_check(name: str, busy: str) -> dict[str, Any]:
+    """The check of a workload not started because the GPUs are busy: inconclusive, not a fail."""
+    return check_entry(
+        f"workloads::{name}",
+        "inconclusive",
+        f"inconclusive: {busy}; {name} not run, so as not to disturb that job",
+    )
+
+
 def run_workload(
     name: str, *, args: argparse.Namespace, thresholds: dict[str, Any], log_dir: Path
 ) -> tuple[dict[str, Any], dict[str, Any] | None]:
@@ -203,26 +232,38 @@ def run_workload(
     wrote none)."""
     # Imported here: it needs numpy, which the workloads' Python has and the rest of the
     # periodic runner does without.
+    from validation.gpu_selection import combine_gpus, gpus_under_test
     from validation.processes import merge_processes, speed_at_stake
 
     log_path = log_dir / f"{name}.log"
     log_path.write_text("")
     started = time.monotonic()
-    docs: list[dict[str, Any]] = []
-    while len(docs) < PROCESSES[args.tier] and (not docs or speed_at_stake(docs[0])):
-        doc, rc = _one_process(name, args=args, thresholds=thresholds, log_path=log_path)
-        if doc is None:
-            tail = "\n".join(log_path.read_text(errors="replace").strip().splitlines()[-6:])
-            check = check_entry(
-                f"workloads::{name}",
-                "error",
-                f"{name} process {len(docs) + 1} wrote no JSON document (exit {rc}); "
-                f"log {log_path}:\n{tail}",
+    by_gpu: dict[str, dict[str, Any]] = {}
+    merged: dict[str, Any] = {}
+    # Single-GPU workloads run pinned to one GPU (quick) or to each in turn (full).
+    for gpu in gpus_under_test(name, args.tier, nvidia_gpus_on_bus()):
+        docs: list[dict[str, Any]] = []
+        while len(docs) < PROCESSES[args.tier] and (not docs or speed_at_stake(docs[0])):
+            doc, rc = _one_process(
+                name, args=args, thresholds=thresholds, log_path=log_path, gpu=gpu
             )
-            check["duration_s"] = round(time.monotonic() - started, 3)
-            return check, None
-        docs.append(doc)
-    merged = merge_processes(docs)
+            if doc is None:
+                tail = "\n".join(log_path.read_text(errors="replace").strip().splitlines()[-6:])
+                on = f" on GPU {gpu}" if gpu is not None else ""
+                check = check_entry(
+                    f"workloads::{name}",
+                    "error",
+                    f"{name} process {len(docs) + 1}{on} wrote no JSON document (exit {rc}); "
+                    f"log {log_path}:\n{tail}",
+                )
+                check["duration_s"] = round(time.monotonic() - started, 3)
+                return check, None
+            docs.append(doc)
+        merged = merge_processes(docs)
+        if gpu is not None:
+            by_gpu[gpu] = merged
+    if by_gpu:
+        merged = combine_gpus(by_gpu)
     check = judge_workload(name, merged)
     check["duration_s"] = round(time.monotonic() - started, 3)
     return check, merged

@@ -10,23 +10,52 @@ import pytest
 from gpufleet import health
 from validation.hostinfo import HostInfo
 
-# Seconds of matmul load per GPU, and when (into it) nvidia-smi samples: long enough for the
-# clocks and the PCIe link to leave their idle states, short enough for the quick tier.
-LOAD_SECONDS = 12
-SAMPLE_AFTER_S = 7
+# The load: one thread per GPU multiplies 8192x8192 float32 matrices. Once every GPU has
+# finished a matmul the script prints LOADED (GPUs that did not start within READY_TIMEOUT_S
+# are counted out, so the sample shows them idle and they fail); it keeps the load on for
+# HOLD_S more. nvidia-smi samples SETTLE_S after the marker, when clocks and the PCIe link
+# have left their idle states: not a fixed time after the process started, which on an
+# 8-GPU host can come before TensorFlow has even opened the last GPU.
+LOADED = "gpufleet-gpus-loaded"
+READY_TIMEOUT_S = 120
+HOLD_S = 10
+SETTLE_S = 3
+WAIT_LIMIT_S = READY_TIMEOUT_S + 60  # TensorFlow's import and contexts, on top
 
-# Keeps every GPU busy with large float32 matmuls for LOAD_SECONDS (one thread per GPU).
 LOAD_SCRIPT = f"""
-import threading, time, tensorflow as tf
+import sys, threading, time, tensorflow as tf
+gpus = [d.name.replace("physical_device:", "") for d in tf.config.list_physical_devices("GPU")]
+ready, stop = threading.Semaphore(0), threading.Event()
 def spin(name):
     with tf.device(name):
-        a = tf.random.normal((8192, 8192)); end = time.time() + {LOAD_SECONDS}
-        while time.time() < end:
-            b = tf.linalg.matmul(a, a); _ = b[0, 0].numpy()
-gpus = [d.name.replace("physical_device:", "") for d in tf.config.list_physical_devices("GPU")]
-threads = [threading.Thread(target=spin, args=(g,)) for g in gpus]
-[t.start() for t in threads]; [t.join() for t in threads]
+        a = tf.random.normal((8192, 8192)); _ = tf.linalg.matmul(a, a)[0, 0].numpy()
+        ready.release()
+        while not stop.is_set():
+            _ = tf.linalg.matmul(a, a)[0, 0].numpy()
+threads = [threading.Thread(target=spin, args=(g,), daemon=True) for g in gpus]
+[t.start() for t in threads]
+deadline, done = time.time() + {READY_TIMEOUT_S}, 0
+while done < len(gpus) and ready.acquire(timeout=max(0.0, deadline - time.time())):
+    done += 1
+print("{LOADED}", done, len(gpus), flush=True)
+time.sleep({HOLD_S}); stop.set(); [t.join() for t in threads]
+sys.exit(0 if done == len(gpus) else 3)
 """
+
+
+def load_command(env_python: str) -> str:
+    """Start the load, wait for LOADED (at most WAIT_LIMIT_S), then ``nvidia-smi -q -x``.
+
+    Prints the report; exits non-zero when the marker never came or the load failed."""
+    python = shlex.quote(env_python)
+    return (
+        f"m=$(mktemp) || exit 1; TF_CPP_MIN_LOG_LEVEL=2 {python} -c {shlex.quote(LOAD_SCRIPT)} "
+        '>"$m" 2>/dev/null & pid=$!; i=0; '
+        f'while ! grep -q {LOADED} "$m" && kill -0 $pid 2>/dev/null '
+        f"&& [ $i -lt {WAIT_LIMIT_S * 10} ]; do sleep 0.1; i=$((i+1)); done; "
+        f'grep -q {LOADED} "$m"; seen=$?; sleep {SETTLE_S}; nvidia-smi -q -x; rc=$?; '
+        'wait $pid; load=$?; rm -f "$m"; [ $seen -eq 0 ] && [ $rc -eq 0 ] && [ $load -eq 0 ]'
+    )
 
 
 def _parse(xml: str) -> Any:
@@ -42,16 +71,13 @@ def smi_idle(host: Any, gpu: HostInfo) -> Any:
 
 @pytest.fixture(scope="module")
 def smi_loaded(host: Any, gpu: HostInfo, env_python: str) -> Any:
-    """An `nvidia-smi -q -x` report taken while every GPU runs matmuls."""
-    command = (
-        f"TF_CPP_MIN_LOG_LEVEL=2 {shlex.quote(env_python)} -c {shlex.quote(LOAD_SCRIPT)} "
-        f">/dev/null 2>&1 & pid=$!; sleep {SAMPLE_AFTER_S}; nvidia-smi -q -x; rc=$?; "
-        "wait $pid; load=$?; [ $rc -eq 0 ] && [ $load -eq 0 ]"
-    )
-    result = host.run(command)
+    """An `nvidia-smi -q -x` report taken while every GPU runs matmuls (after the load
+    script reported every GPU loaded)."""
+    result = host.run(load_command(env_python))
     if result.rc != 0:
         pytest.fail(
-            f"could not load the GPUs with {env_python} (exit {result.rc}); "
+            f"could not load every GPU with {env_python} (exit {result.rc}: no "
+            f"'{LOADED}' marker, a GPU that never started, or nvidia-smi failed); "
             "check test_host_state's TensorFlow checks first"
         )
     return _parse(result.stdout)

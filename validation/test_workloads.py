@@ -8,6 +8,8 @@ from typing import Any
 
 import pytest
 
+from validation.gpu_selection import combine_gpus, gpus_under_test, visible_env
+from validation.nccl_reference import from_run
 from validation.processes import merge_processes, speed_at_stake
 from validation.runstate import STATE
 from validation.tiers import FULL_WORKLOADS, PROCESSES, QUICK_WORKLOADS, TIMEOUT_S
@@ -20,13 +22,22 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
 
 
 def workload_command(
-    name: str, *, python: str, payload_dir: str, quick: bool, thresholds: dict, timeout_s: int
+    name: str,
+    *,
+    python: str,
+    payload_dir: str,
+    quick: bool,
+    thresholds: dict,
+    timeout_s: int,
+    gpu: str | None = None,
+    extra: dict[str, str] | None = None,
 ) -> str:
     """The shell command that runs one workload and prints only its JSON document.
 
     ``payload_dir`` holds the ``validation`` and ``gpufleet`` packages: the host's
     ``<payload_dir>/current`` (what the validation_payload stage installs) or a checkout; the
-    workload runs there with ``PYTHONPATH`` at it.
+    workload runs there with ``PYTHONPATH`` at it. ``gpu``: the CUDA ordinal the workload is
+    pinned to (validation.gpu_selection); ``extra``: more ``--option value`` pairs.
 
     Example: ``workload_command("xla", python="/opt/env/bin/python",
     payload_dir="/opt/gpufleet/validation/current", quick=True, thresholds={}, timeout_s=300)``
@@ -37,11 +48,33 @@ def workload_command(
         args.append("--quick")
     if thresholds:
         args += ["--thresholds", shlex.quote(json.dumps(thresholds))]
+    for option, value in (extra or {}).items():
+        args += [shlex.quote(option), shlex.quote(value)]
+    pin = "".join(f"{k}={shlex.quote(v)} " for k, v in visible_env(gpu).items())
     return (
-        f"f=$(mktemp) && cd {payload} && PYTHONPATH={payload} TF_CPP_MIN_LOG_LEVEL=2 "
-        f"timeout {timeout_s} {' '.join(args)} >/dev/null; rc=$?; "
+        f"f=$(mktemp) && cd {payload} && PYTHONPATH={payload} TF_CPP_MIN_LOG_LEVEL=2 {pin}"
+        f"timeout {int(timeout_s)} {' '.join(args)} >/dev/null; rc=$?; "
         'cat "$f" 2>/dev/null; rm -f "$f"; exit $rc'
     )
+
+
+def _processes(host: Any, workload: str, command: str, tier: str, gpu: str | None) -> dict:
+    """The workload's document over fresh processes (more only while a speed verdict is at
+    stake, validation.processes); pytest.fail when a process printed no document."""
+    docs: list[dict[str, Any]] = []
+    while len(docs) < PROCESSES[tier] and (not docs or speed_at_stake(docs[0])):
+        result = host.run(command)
+        log_tail = "\n".join(result.stderr.strip().splitlines()[-6:])
+        try:
+            docs.append(json.loads(result.stdout))
+        except json.JSONDecodeError:
+            timed_out = " (timed out)" if result.rc == 124 else ""
+            on = f" on GPU {gpu}" if gpu is not None else ""
+            pytest.fail(
+                f"{workload} process {len(docs) + 1}{on} printed no JSON document (exit "
+                f"{result.rc}{timed_out}); last log lines:\n{log_tail}"
+            )
+    return merge_processes(docs)
 
 
 def test_workload(
@@ -51,31 +84,32 @@ def test_workload(
     payload_dir: str,
     spec: Any,
     tier: str,
+    info: Any,
     run_state: Any,
     record: Any,
 ) -> None:
-    command = workload_command(
-        workload,
-        python=env_python,
-        payload_dir=payload_dir,
-        quick=tier == "quick",
-        thresholds=dict(spec.thresholds),
-        timeout_s=TIMEOUT_S[tier],
-    )
-    docs: list[dict[str, Any]] = []
-    # More fresh processes only while a speed verdict is at stake (validation.processes).
-    while len(docs) < PROCESSES[tier] and (not docs or speed_at_stake(docs[0])):
-        result = host.run(command)
-        log_tail = "\n".join(result.stderr.strip().splitlines()[-6:])
-        try:
-            docs.append(json.loads(result.stdout))
-        except json.JSONDecodeError:
-            timed_out = " (timed out)" if result.rc == 124 else ""
-            pytest.fail(
-                f"{workload} process {len(docs) + 1} printed no JSON document (exit "
-                f"{result.rc}{timed_out}); last log lines:\n{log_tail}"
-            )
-    doc = merge_processes(docs)
+    extra = {}
+    nccl_tests = from_run(run_state) if workload == "allreduce" else None
+    if nccl_tests is not None:  # measured by test_vendor_diagnostics earlier in this run
+        extra["--nccl-tests"] = json.dumps(nccl_tests)
+    by_gpu: dict[str, dict[str, Any]] = {}
+    for gpu in gpus_under_test(workload, tier, len(info.gpus_on_bus)):
+        command = workload_command(
+            workload,
+            python=env_python,
+            payload_dir=payload_dir,
+            quick=tier == "quick",
+            thresholds=dict(spec.thresholds),
+            timeout_s=TIMEOUT_S[tier],
+            gpu=gpu,
+            extra=extra,
+        )
+        doc = _processes(host, workload, command, tier, gpu)
+        if gpu is None:
+            break
+        by_gpu[gpu] = doc
+    if by_gpu:
+        doc = combine_gpus(by_gpu)
     run_state.workloads.append(doc)
     verdict = doc.get("verdict") or {}
     status, reason = verdict.get("status"), verdict.get("reason", "")

@@ -109,7 +109,9 @@ def test_quick_tier_document(name: str) -> None:
     assert doc["gpu_utilization_reason"].startswith("no GPU")
     assert doc["checks"]
     for check in doc["checks"]:
-        assert set(check) - {"evidence"} == {"name", "kind", "status", "reason"}
+        # gemm attaches the NVML telemetry of its window and the per-GPU figures to its checks.
+        extra = {"evidence", "telemetry", "per_gpu"}
+        assert set(check) - extra == {"name", "kind", "status", "reason"}
         assert check["status"] in STATUSES and check["reason"]
         if check["kind"] == "speed" and "evidence" in check:
             # The raw pairs or samples, for the verdict over every process (validation.processes).
@@ -202,6 +204,19 @@ def test_allreduce_sum_and_bus_bandwidth_formula() -> None:
     for row in doc["measurements"]["sizes"]:
         for algbw, busbw in zip(row["algbw_gbps"], row["busbw_gbps"], strict=True):
             assert busbw == pytest.approx(algbw * 2 * (2 - 1) / 2)
+
+
+def test_gemm_runs_every_device_at_once_and_reports_each() -> None:
+    _, doc, _, _, _ = quick_result("gemm")
+    assert [d["name"] for d in doc["devices"]] == ["/device:CPU:0", "/device:CPU:1"]
+    for precision in ("fp32", "fp16", "bf16"):
+        per_device = doc["measurements"][f"{precision}_per_gpu"]
+        assert set(per_device) == {"CPU:0", "CPU:1"}
+        assert all(entry["repetitions"] >= 3 for entry in per_device.values())
+        assert set(doc["metrics"][f"tflops.{precision}"]) == {"CPU:0", "CPU:1"}
+        assert doc["metrics"][f"{precision}_tflops"] == min(
+            doc["metrics"][f"tflops.{precision}"].values()
+        )
 
 
 def test_memory_growth_second_process_trained() -> None:

@@ -173,6 +173,9 @@ def main(
         run.tf = _import_tensorflow()
         run.config["tensorflow_version"] = run.tf.__version__
         run.sampler = NvmlSampler()
+        # Before TensorFlow opens a context on any GPU, so the only processes are others'.
+        run.busy = run.sampler.busy_reason()
+        run.config["gpu_busy"] = run.busy
         discover_devices(run, logical_cpus)
         from validation.thresholds import load_thresholds
 

@@ -56,7 +56,8 @@ def host_kind(run: Run) -> tuple[str, int, str] | str:
     if not isinstance(topology, dict):
         topology = host_topology(True).to_dict()
         run.config["topology"] = topology
-    name = str(topology.get("name"))
+    # GpuTopology.to_dict() calls the class "class"; a hand-made {"name": ...} works as well.
+    name = str(topology.get("class") or topology.get("name"))
     if name in ("unknown", "no_gpu"):
         return f"interconnect not known ({topology.get('reason')})"
     return run.gpu_model, count, name

@@ -46,6 +46,9 @@ class Run:
     floors: dict[str, Any] = field(default_factory=dict)
     floors_reason: str | None = None
     sampler: NvmlSampler | None = None
+    # "GPU busy (PIDs ...)" when another job used a GPU as the run started (validation.gpu_busy):
+    # every speed check is then inconclusive, never a fail.
+    busy: str | None = None
     config: dict[str, Any] = field(default_factory=dict)
     measurements: dict[str, Any] = field(default_factory=dict)
     metrics: dict[str, Any] = field(default_factory=dict)
@@ -178,6 +181,9 @@ class Run:
         """compare_ab for one speed check: records the check, its pairs as evidence and the
         speed-up as ``metric`` (``1/x - 1``, a slowdown, with ``invert``). A measurement the
         harness refuses (HarnessError) becomes an inconclusive check with the reason."""
+        if self.busy and not_applicable is None:
+            self.add_check(check, "speed", Verdict(INCONCLUSIVE, self.busy))
+            return None
         try:
             result = compare_ab(
                 run_a,
@@ -211,6 +217,8 @@ class Run:
     ) -> Verdict:
         """A positive figure repeated in this process (TFLOPS, GB/s), judged as judge_sample_runs
         judges several processes; records the check with the values as evidence."""
+        if self.busy and not_applicable is None:
+            return self.add_check(check, "speed", Verdict(INCONCLUSIVE, self.busy))
         try:
             judged = judge_sample_runs(
                 [values],

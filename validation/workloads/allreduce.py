@@ -7,20 +7,34 @@ runs inside one tf.function under MirroredStrategy with NcclAllReduce. algbw = b
 per all-reduce; busbw = algbw * 2(n-1)/n, the nccl-tests definition, so figures compare with
 nccl-tests' and with the floors in thresholds.toml. Correctness: replica i contributes i+1, so
 every element of the sum must equal n(n+1)/2. Without a GPU: two logical CPU devices.
-The floor follows the GPU interconnect class read from ``nvidia-smi topo -m`` (recorded in
-config["topology"]) unless thresholds.toml has one for the GPU model or the inventory sets one.
+The floor ``allreduce.busbw_gbps`` is gpufleet.matrix.floors' for the GPU model, GPU count
+and interconnect class (``nvidia-smi topo -m``, recorded in config["topology"]); the
+inventory's ``allreduce_busbw_min_gbps`` overrides it, and thresholds.toml's topology layers
+stand in where the matrix has none. Where nccl-tests ran on this host (``--nccl-tests``,
+validation.nccl_reference) the TF figure is also held to
+``allreduce.busbw_fraction_of_nccl_tests`` x its busbw. The NCCL transport in use (P2P, SHM,
+NVLS, NET) is read from NCCL_DEBUG=INFO lines (validation.nccl_transport) into
+config["nccl_transport"]; NVLinked GPUs talking over SHM or NET fail ``nccl_transport``.
 """
 
 from __future__ import annotations
 
+import argparse
+import os
+import shutil
+import tempfile
 import time
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from gpufleet.matrix.floors import canonical_interconnect
 from validation.harness import FAIL, PASS, Verdict
+from validation.nccl_reference import ReferenceError, read_reference
+from validation.nccl_transport import expected_kind_missing, parse_transports
 from validation.thresholds import TOPOLOGY_KEY, load_thresholds_with_sources
-from validation.workloads._common import Run, _read_overrides, main
+from validation.workloads._common import Run, WorkloadError, _read_overrides, main, not_applicable
 from validation.workloads._topology import GpuTopology, host_topology
 
 MIB = 2**20
@@ -48,8 +62,9 @@ def bus_bandwidth(algbw: float, ranks: int) -> float:
 
 
 def choose_floor(run: Run, topology: GpuTopology, ranks: int) -> float:
-    """The busbw floor for this host: thresholds.toml's layers with the topology class, for
-    ``ranks`` GPUs; records the floor and the layer it came from in the document's config."""
+    """The busbw floor for this host, recorded with where it came from: the inventory's
+    allreduce_busbw_min_gbps, else gpufleet.matrix.floors' allreduce.busbw_gbps for (model,
+    count, interconnect), else thresholds.toml's topology layers for ``ranks`` GPUs."""
     values, sources = load_thresholds_with_sources(
         run.compute_capability,
         run.gpu_model,
@@ -57,9 +72,73 @@ def choose_floor(run: Run, topology: GpuTopology, ranks: int) -> float:
         topology=topology.name,
         gpu_count=ranks,
     )
+    matrix = run.floor("allreduce.busbw_gbps")
+    if sources[TOPOLOGY_KEY] != "inventory override" and matrix is not None and matrix.value:
+        run.config.setdefault("threshold_sources", {})[TOPOLOGY_KEY] = matrix.origin
+        return float(matrix.value)
     run.thresholds[TOPOLOGY_KEY] = values[TOPOLOGY_KEY]
     run.config.setdefault("threshold_sources", {})[TOPOLOGY_KEY] = sources[TOPOLOGY_KEY]
     return run.threshold(TOPOLOGY_KEY)
+
+
+def _arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--nccl-tests",
+        default=None,
+        metavar="JSON",
+        help="this host's nccl-tests all-reduce figure (validation.nccl_reference), "
+        'e.g. \'{"busbw_gbps": 231.4, "bytes": 8589934592, "gpus": 8}\' or @FILE',
+    )
+
+
+def nccl_debug_to(folder: Path) -> bool:
+    """Have NCCL log INFO lines to files in ``folder`` (NCCL_DEBUG_FILE, %p = PID), unless the
+    operator set NCCL_DEBUG already; True when this run's files are to be read."""
+    if "NCCL_DEBUG" in os.environ:
+        return False
+    os.environ["NCCL_DEBUG"] = "INFO"
+    os.environ["NCCL_DEBUG_FILE"] = str(folder / "nccl.%p.log")
+    return True
+
+
+def _transport_check(run: Run, folder: Path, interconnect: str) -> None:
+    """Record the NCCL transports of this run and fail NVLinked GPUs that used SHM or NET."""
+    text = "\n".join(p.read_text(errors="replace") for p in sorted(folder.glob("nccl.*.log")))
+    transports = parse_transports(text)
+    run.config["nccl_transport"] = transports
+    run.metrics["nccl_transport"] = transports["summary"]
+    if not transports["connections"]:
+        run.add_check("nccl_transport", "evidence", not_applicable(transports["summary"]))
+        return
+    missing = expected_kind_missing(transports, interconnect)
+    verdict = Verdict(FAIL, missing) if missing else Verdict(PASS, transports["summary"])
+    run.add_check("nccl_transport", "evidence", verdict)
+
+
+def _against_nccl_tests(run: Run, busbw: list[float], size: int, ranks: int) -> None:
+    """TF's busbw as a fraction of nccl-tests' on the same host (issue 13 item 4)."""
+    try:
+        reference = read_reference(getattr(run.args, "nccl_tests", None))
+    except ReferenceError as exc:
+        raise WorkloadError(str(exc)) from None
+    floor = run.floor("allreduce.busbw_fraction_of_nccl_tests")
+    run.config["nccl_tests_reference"] = reference
+    skip = run.speed_not_applicable
+    if skip is None and reference is None:
+        skip = "no nccl-tests figure for this host (the full tier runs all_reduce_perf first)"
+    if skip is None and reference is not None and reference["gpus"] != ranks:
+        skip = f"nccl-tests ran on {reference['gpus']} GPUs, TensorFlow uses {ranks}"
+    if skip is None and (floor is None or floor.value is None):
+        skip = f"no floor allreduce.busbw_fraction_of_nccl_tests ({run.floors_reason})"
+    fractions = [b / reference["busbw_gbps"] for b in busbw] if reference else list(busbw)
+    run.sample_check(
+        "busbw_vs_nccl_tests",
+        "busbw_fraction_of_nccl_tests" if reference else None,
+        fractions,
+        threshold=float(floor.value) if floor is not None and floor.value else 1.0,
+        what=f"TF busbw at {size} B / nccl-tests busbw",
+        not_applicable=skip,
+    )
 
 
 def _chained_allreduce(tf: Any, strategy: Any, chain: int) -> Any:
@@ -104,6 +183,24 @@ def body(run: Run) -> None:
     )
     topology = host_topology(run.has_gpu)
     run.config["topology"] = topology.to_dict()
+    # mkdtemp: a folder only this user can read, made for this run and removed at its end.
+    logs = Path(tempfile.mkdtemp(prefix="gpufleet-nccl-"))
+    read_logs = run.has_gpu and nccl_debug_to(logs)
+    try:
+        _measure_and_judge(run, strategy, cfg, topology, ranks, logs if read_logs else None)
+    finally:
+        shutil.rmtree(logs, ignore_errors=True)
+
+
+def _measure_and_judge(
+    run: Run,
+    strategy: Any,
+    cfg: dict[str, Any],
+    topology: GpuTopology,
+    ranks: int,
+    logs: Path | None,
+) -> None:
+    tf = run.tf
     if run.has_gpu and topology.gpus not in (0, ranks):
         # CUDA_VISIBLE_DEVICES hides some GPUs: the class is the whole host's, the floor's GPU
         # count is what TensorFlow uses.
@@ -156,12 +253,16 @@ def body(run: Run) -> None:
             }
         )
         run.step(
-            "size", f"{size} B: busbw median {float(np.median(busbw)):.2f} GB/s", ",".join(devices)
+            "size",
+            f"{size} B: busbw median {float(np.median(busbw)):.2f} GB/s",
+            ",".join(run.compute_devices),
         )
         del tensor
     run.measurements["sizes"] = table
     largest = table[-1]
     run.metrics["busbw_gbps_largest"] = float(np.median(largest["busbw_gbps"]))
+    if logs is not None:
+        _transport_check(run, logs, canonical_interconnect(topology.name, ranks))
     run.metrics["busbw_gbps_by_size"] = {
         str(row["bytes"]): float(np.median(row["busbw_gbps"])) for row in table
     }
@@ -176,13 +277,24 @@ def body(run: Run) -> None:
         )
     run.sample_check(
         "busbw_floor",
-        "busbw_gbps_largest",
+        "busbw_gbps",
         list(largest["busbw_gbps"]),
         threshold=floor,
         what=f"busbw GB/s at {largest['bytes']} B",
         not_applicable=skip,
     )
+    if "busbw_gbps" not in run.metrics:  # the figure is reported even when not judged
+        run.metrics["busbw_gbps"] = run.metrics["busbw_gbps_largest"]
+    _against_nccl_tests(run, list(largest["busbw_gbps"]), largest["bytes"], ranks)
 
 
 if __name__ == "__main__":
-    raise SystemExit(main("allreduce", body, description=__doc__.splitlines()[0], logical_cpus=2))
+    raise SystemExit(
+        main(
+            "allreduce",
+            body,
+            description=__doc__.splitlines()[0],
+            logical_cpus=2,
+            add_arguments=_arguments,
+        )
+    )

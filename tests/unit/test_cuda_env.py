@@ -1,0 +1,74 @@
+"""env.sh and the periodic unit set CUDA's device order and JIT cache; a real shell sources it."""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+
+from gpufleet.spec import NodeSpec
+from gpufleet.stages import monitoring
+from gpufleet.templates import render
+
+PRINT = (
+    'for v in CUDA_DEVICE_ORDER CUDA_CACHE_PATH CUDA_CACHE_MAXSIZE; do printenv "$v" || echo -; '
+    "done"
+)
+
+
+def _source(tmp_path: Path, env: dict[str, str]) -> list[str]:
+    env_file = tmp_path / "env.sh"
+    env_file.write_text(render("gpufleet-env.sh.j2", env_dir=str(tmp_path / "no-env")))
+    done = subprocess.run(
+        ["sh", "-e", "-c", f'. "{env_file}"; {PRINT}'],
+        env={"PATH": "/usr/bin:/bin", **env},
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    return done.stdout.splitlines()
+
+
+def test_env_sh_orders_gpus_by_bus_and_keeps_a_4_gib_cache_per_user(tmp_path: Path) -> None:
+    order, path, size = _source(tmp_path, {"HOME": "/home/ana"})
+    assert order == "PCI_BUS_ID"
+    assert path == "/home/ana/.nv/ComputeCache"
+    assert int(size) >= 2 * 2**30
+
+
+def test_env_sh_keeps_what_the_caller_set_and_sets_no_path_without_home(tmp_path: Path) -> None:
+    mine = {"CUDA_DEVICE_ORDER": "FASTEST_FIRST", "CUDA_CACHE_PATH": "/scratch/c"}
+    assert _source(tmp_path, {"HOME": "/h", **mine, "CUDA_CACHE_MAXSIZE": "1"}) == [
+        "FASTEST_FIRST",
+        "/scratch/c",
+        "1",
+    ]
+    assert _source(tmp_path, {})[1] == "-"  # no HOME: CUDA's own default, nothing invented
+
+
+def _environment(service: str) -> dict[str, str]:
+    """The unit's Environment= assignments (unquoted ones; PYTHONPATH is quoted)."""
+    out = {}
+    for line in service.splitlines():
+        if line.startswith("Environment=") and not line.startswith('Environment="'):
+            key, _, value = line.removeprefix("Environment=").partition("=")
+            out[key] = value
+    return out
+
+
+def test_the_periodic_unit_gives_root_a_cache_folder_env_sh_does_not_override(
+    tmp_path: Path,
+) -> None:
+    service = monitoring.unit_texts(NodeSpec(), textfile=False)[
+        f"{monitoring.UNIT_DIR}/{monitoring.SERVICE}"
+    ]
+    assert service is not None
+    assert "CacheDirectory=gpufleet/cuda-compute-cache\n" in service
+    environment = _environment(service)
+    assert environment["CUDA_CACHE_PATH"] == "/var/cache/gpufleet/cuda-compute-cache"
+    assert int(environment["CUDA_CACHE_MAXSIZE"]) >= 2 * 2**30
+    # What the service's wrapper then sees: the unit's values, kept by env.sh.
+    assert _source(tmp_path, environment) == [
+        "PCI_BUS_ID",
+        "/var/cache/gpufleet/cuda-compute-cache",
+        str(4 * 2**30),
+    ]

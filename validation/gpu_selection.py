@@ -1,0 +1,103 @@
+"""Which GPU each single-GPU workload runs on: one in the quick tier, each in turn in the full.
+
+A workload that trains on one GPU (mixed_precision, xla, ...) but starts with every GPU
+visible initialises TensorFlow, a CUDA context and cuBLAS on all of them (10-20 s and about
+0.5 GiB each on an 8-GPU host). With ``CUDA_VISIBLE_DEVICES`` set to the GPU under test it
+sees that one only; the full tier runs it once per GPU, so a slow GPU 5 is found.
+``CUDA_DEVICE_ORDER=PCI_BUS_ID`` makes the ordinal the GPU's rank in PCI bus order, the order
+nvidia-smi lists them in (validation.workloads._devices maps them back to NVML by bus id).
+
+Example:
+    >>> gpus_under_test("xla", "full", 4)
+    ['0', '1', '2', '3']
+    >>> gpus_under_test("allreduce", "full", 4)
+    [None]
+"""
+
+from __future__ import annotations
+
+import copy
+import re
+from collections.abc import Mapping
+from typing import Any
+
+# Workloads that use one GPU; the others (mirrored, allreduce, gemm) use every GPU at once.
+SINGLE_GPU_WORKLOADS = frozenset(
+    {"mixed_precision", "xla", "input_pipeline", "memory_growth", "grad_accumulation"}
+)
+_ORDINAL_RE = re.compile(r"^[0-9]{1,2}$")
+_SEVERITY = ("fail", "inconclusive", "pass", "not_applicable")
+
+
+class SelectionError(ValueError):
+    """A GPU ordinal that is not one (it would reach a shell command)."""
+
+
+def gpus_under_test(workload: str, tier: str, gpu_count: int) -> list[str | None]:
+    """The CUDA ordinals to run ``workload`` on, one process set each; [None]: as it is (every
+    GPU visible, or none on a GPU-less host)."""
+    if workload not in SINGLE_GPU_WORKLOADS or gpu_count < 1:
+        return [None]
+    if tier == "quick":
+        return ["0"]
+    return [str(i) for i in range(gpu_count)]
+
+
+def visible_env(ordinal: str | None) -> dict[str, str]:
+    """The environment that pins a process to GPU ``ordinal`` ({} for None)."""
+    if ordinal is None:
+        return {}
+    if not _ORDINAL_RE.match(ordinal):
+        raise SelectionError(f"GPU ordinal {ordinal!r} is not a number 0-99")
+    return {"CUDA_DEVICE_ORDER": "PCI_BUS_ID", "CUDA_VISIBLE_DEVICES": ordinal}
+
+
+def _status(doc: Mapping[str, Any]) -> str:
+    return str((doc.get("verdict") or {}).get("status", "fail"))
+
+
+def combine_gpus(docs: Mapping[str, Mapping[str, Any]]) -> dict[str, Any]:
+    """One workload document from one document per GPU (ordinal -> merged document).
+
+    The first GPU's document is the base (its metrics and checks, as reports expect one
+    document per workload); ``per_gpu`` keeps every GPU's verdict, metrics and failed checks;
+    the verdict is the worst over the GPUs, naming the GPUs that decided it.
+    """
+    if not docs:
+        raise ValueError("combine_gpus needs at least one document")
+    ordinals = sorted(docs, key=int)
+    if len(ordinals) == 1:
+        only = copy.deepcopy(dict(docs[ordinals[0]]))
+        only.setdefault("config", {})["gpu_under_test"] = ordinals[0]
+        return only
+    merged = copy.deepcopy(dict(docs[ordinals[0]]))
+    merged.setdefault("config", {})["gpu_under_test"] = ordinals
+    merged["per_gpu"] = {
+        g: {
+            "verdict": dict(docs[g].get("verdict") or {}),
+            "metrics": dict(docs[g].get("metrics") or {}),
+            "failed_checks": [c for c in docs[g].get("checks") or () if c.get("status") == "fail"],
+        }
+        for g in ordinals
+    }
+    worst = min((_status(docs[g]) for g in ordinals), key=_rank)
+    if worst in ("fail", "inconclusive"):
+        named = [g for g in ordinals if _status(docs[g]) == worst]
+        reasons = "; ".join(
+            f"GPU {g}: {(docs[g].get('verdict') or {}).get('reason', '')}" for g in named
+        )
+        merged["verdict"] = {"status": worst, "reason": reasons}
+        merged["checks"] = [
+            *(merged.get("checks") or ()),
+            *(
+                {**c, "name": f"gpu{g}:{c.get('name')}"}
+                for g in ordinals[1:]
+                for c in docs[g].get("checks") or ()
+                if c.get("status") == "fail"
+            ),
+        ]
+    return merged
+
+
+def _rank(status: str) -> int:
+    return _SEVERITY.index(status) if status in _SEVERITY else 0
