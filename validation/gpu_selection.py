@@ -1,15 +1,18 @@
 """Which GPU each single-GPU workload runs on: one in the quick tier, each in turn in the full.
 
-A workload that trains on one GPU (mixed_precision, xla, ...) but starts with every GPU
-visible initialises TensorFlow, a CUDA context and cuBLAS on all of them (10-20 s and about
+A workload that trains on one GPU (resnet50, mixed_precision, xla, ...) but starts with every
+GPU visible initialises TensorFlow, a CUDA context and cuBLAS on all of them (10-20 s and about
 0.5 GiB each on an 8-GPU host). With ``CUDA_VISIBLE_DEVICES`` set to the GPU under test it
-sees that one only; the full tier runs it once per GPU, so a slow GPU 5 is found.
+sees that one only; the full tier runs resnet50 on every GPU at once (one pinned process per
+GPU), so a slow GPU 5 is found.
 ``CUDA_DEVICE_ORDER=PCI_BUS_ID`` makes the ordinal the GPU's rank in PCI bus order, the order
 nvidia-smi lists them in (validation.workloads._devices maps them back to NVML by bus id).
 
 Example:
-    >>> gpus_under_test("xla", "full", 4)
+    >>> gpus_under_test("resnet50", "full", 4)
     ['0', '1', '2', '3']
+    >>> gpus_under_test("xla", "full", 4)
+    ['0']
     >>> gpus_under_test("allreduce", "full", 4)
     [None]
 """
@@ -23,8 +26,23 @@ from typing import Any
 
 # Workloads that use one GPU; the others (mirrored, allreduce, gemm) use every GPU at once.
 SINGLE_GPU_WORKLOADS = frozenset(
-    {"mixed_precision", "xla", "input_pipeline", "memory_growth", "grad_accumulation"}
+    {
+        "resnet50",
+        "bert_large",
+        "mixed_precision",
+        "xla",
+        "input_pipeline",
+        "memory_growth",
+        "grad_accumulation",
+    }
 )
+# The single-GPU workloads the full tier runs on every GPU, all GPUs at once (one pinned
+# process each, as a training job loads the host): ResNet-50 images/s per GPU against DLE's
+# figure finds a slow GPU with a real training step. The others prove software features (mixed
+# precision, XLA, tf.data, memory options), which do not differ between the GPUs of one host;
+# they run on GPU 0, which keeps the full tier's time budget (README "Time budget"). GEMM
+# (every GPU at once) and this one are the per-GPU hardware checks.
+EVERY_GPU_IN_FULL = frozenset({"resnet50"})
 _ORDINAL_RE = re.compile(r"^[0-9]{1,2}$")
 _SEVERITY = ("fail", "inconclusive", "pass", "not_applicable")
 
@@ -38,7 +56,7 @@ def gpus_under_test(workload: str, tier: str, gpu_count: int) -> list[str | None
     GPU visible, or none on a GPU-less host)."""
     if workload not in SINGLE_GPU_WORKLOADS or gpu_count < 1:
         return [None]
-    if tier == "quick":
+    if tier == "quick" or workload not in EVERY_GPU_IN_FULL:
         return ["0"]
     return [str(i) for i in range(gpu_count)]
 
@@ -50,6 +68,33 @@ def visible_env(ordinal: str | None) -> dict[str, str]:
     if not _ORDINAL_RE.match(ordinal):
         raise SelectionError(f"GPU ordinal {ordinal!r} is not a number 0-99")
     return {"CUDA_DEVICE_ORDER": "PCI_BUS_ID", "CUDA_VISIBLE_DEVICES": ordinal}
+
+
+DOC_SEPARATOR = "--- gpufleet: end of document ---"
+
+
+def parallel_command(commands: Mapping[str, str]) -> str:
+    """One shell command running every GPU's workload command at once (ordinal -> command,
+    each printing one JSON document), printing the documents in ordinal order, each followed by
+    DOC_SEPARATOR, and their logs on stderr. Outputs go to a private ``mktemp -d`` folder.
+
+    Example: ``parallel_command({"0": cmd0, "1": cmd1})``; split with split_documents().
+    """
+    for ordinal in commands:
+        visible_env(ordinal)  # refuses anything but a number: it names files below
+    ordinals = sorted(commands, key=int)
+    started = " ".join(f'( {commands[o]} ) >"$d/{o}" 2>"$d/{o}.err" &' for o in ordinals)
+    shown = " ".join(
+        f'cat "$d/{o}"; printf "\\n%s\\n" "{DOC_SEPARATOR}"; cat "$d/{o}.err" >&2;'
+        for o in ordinals
+    )
+    return f'd=$(mktemp -d) && {{ {started} wait; }}; {shown} rm -rf "$d"'
+
+
+def split_documents(stdout: str, ordinals: list[str]) -> dict[str, str]:
+    """The text each GPU's process printed, from parallel_command's output."""
+    parts = stdout.split(DOC_SEPARATOR)
+    return {o: (parts[i].strip() if i < len(parts) else "") for i, o in enumerate(ordinals)}
 
 
 def _status(doc: Mapping[str, Any]) -> str:

@@ -8,7 +8,13 @@ from typing import Any
 
 import pytest
 
-from validation.gpu_selection import combine_gpus, gpus_under_test, visible_env
+from validation.gpu_selection import (
+    combine_gpus,
+    gpus_under_test,
+    parallel_command,
+    split_documents,
+    visible_env,
+)
 from validation.nccl_reference import from_run
 from validation.processes import merge_processes, speed_at_stake
 from validation.runstate import STATE
@@ -77,6 +83,32 @@ def _processes(host: Any, workload: str, command: str, tier: str, gpu: str | Non
     return merge_processes(docs)
 
 
+def _parallel_processes(
+    host: Any, workload: str, commands: dict[str | None, str], tier: str
+) -> dict[str, dict[str, Any]]:
+    """One document per GPU from processes run on every GPU at once (validation.gpu_selection),
+    as many rounds as _processes would run for any of them."""
+    ordinals = sorted((str(g) for g in commands), key=int)
+    docs: dict[str, list[dict[str, Any]]] = {o: [] for o in ordinals}
+    command = parallel_command({o: commands[o] for o in ordinals})
+    rounds = 0
+    while rounds < PROCESSES[tier] and (
+        rounds == 0 or any(speed_at_stake(d[0]) for d in docs.values())
+    ):
+        rounds += 1
+        result = host.run(command)
+        for ordinal, text in split_documents(result.stdout, ordinals).items():
+            try:
+                docs[ordinal].append(json.loads(text))
+            except json.JSONDecodeError:
+                log_tail = "\n".join(result.stderr.strip().splitlines()[-6:])
+                pytest.fail(
+                    f"{workload} process {rounds} on GPU {ordinal} printed no JSON document; "
+                    f"last log lines:\n{log_tail}"
+                )
+    return {o: merge_processes(d) for o, d in docs.items()}
+
+
 def test_workload(
     host: Any,
     workload: str,
@@ -92,9 +124,8 @@ def test_workload(
     nccl_tests = from_run(run_state) if workload == "allreduce" else None
     if nccl_tests is not None:  # measured by test_vendor_diagnostics earlier in this run
         extra["--nccl-tests"] = json.dumps(nccl_tests)
-    by_gpu: dict[str, dict[str, Any]] = {}
-    for gpu in gpus_under_test(workload, tier, len(info.gpus_on_bus)):
-        command = workload_command(
+    commands = {
+        gpu: workload_command(
             workload,
             python=env_python,
             payload_dir=payload_dir,
@@ -104,12 +135,15 @@ def test_workload(
             gpu=gpu,
             extra=extra,
         )
-        doc = _processes(host, workload, command, tier, gpu)
-        if gpu is None:
-            break
-        by_gpu[gpu] = doc
-    if by_gpu:
-        doc = combine_gpus(by_gpu)
+        for gpu in gpus_under_test(workload, tier, len(info.gpus_on_bus))
+    }
+    if None in commands:
+        doc = _processes(host, workload, commands[None], tier, None)
+    elif len(commands) == 1:
+        (gpu, command), *_ = commands.items()
+        doc = combine_gpus({str(gpu): _processes(host, workload, command, tier, gpu)})
+    else:
+        doc = combine_gpus(_parallel_processes(host, workload, commands, tier))
     run_state.workloads.append(doc)
     verdict = doc.get("verdict") or {}
     status, reason = verdict.get("status"), verdict.get("reason", "")

@@ -9,7 +9,14 @@ from pathlib import Path
 
 import pytest
 
-from validation.gpu_selection import SelectionError, combine_gpus, gpus_under_test, visible_env
+from validation.gpu_selection import (
+    SelectionError,
+    combine_gpus,
+    gpus_under_test,
+    parallel_command,
+    split_documents,
+    visible_env,
+)
 from validation.test_workloads import workload_command
 
 PROBE = (
@@ -22,7 +29,11 @@ PROBE = (
 
 def test_quick_pins_one_gpu_full_loops_and_multi_gpu_workloads_see_all() -> None:
     assert gpus_under_test("mixed_precision", "quick", 8) == ["0"]
-    assert gpus_under_test("xla", "full", 3) == ["0", "1", "2"]
+    assert gpus_under_test("resnet50", "full", 3) == ["0", "1", "2"]
+    assert gpus_under_test("resnet50", "quick", 8) == ["0"]
+    # Feature workloads run on GPU 0 in both tiers (the full tier's time budget).
+    assert gpus_under_test("xla", "full", 3) == ["0"]
+    assert gpus_under_test("bert_large", "full", 8) == ["0"]
     assert gpus_under_test("mirrored", "quick", 8) == [None]
     assert gpus_under_test("gemm", "full", 8) == [None]  # every GPU at once, by design
     assert gpus_under_test("xla", "quick", 0) == [None]  # GPU-less host: CPU run
@@ -98,3 +109,52 @@ def test_all_healthy_keeps_the_first_gpus_verdict_and_a_single_gpu_is_unchanged(
     assert merged["verdict"]["status"] == "pass" and "per_gpu" in merged
     single = combine_gpus({"0": _doc("pass", 2.6)})
     assert "per_gpu" not in single and single["config"]["gpu_under_test"] == "0"
+
+
+def test_parallel_command_runs_every_gpu_at_once_and_keeps_each_document(tmp_path: Path) -> None:
+    # Each stand-in "workload" waits for the other's marker file: run one after the other,
+    # neither would finish (timeout 5 -> no document); run at once, both print theirs.
+    commands = {
+        str(g): (
+            f"touch {tmp_path}/started{g}; "
+            f"timeout 5 sh -c 'until [ -e {tmp_path}/started{1 - g} ]; do sleep 0.05; done' && "
+            f'echo \'{{"workload": "resnet50", "gpu": "{g}"}}\'; echo "log of {g}" >&2'
+        )
+        for g in (1, 0)
+    }
+    done = subprocess.run(
+        ["sh", "-c", parallel_command(commands)], capture_output=True, text=True, timeout=30
+    )
+    texts = split_documents(done.stdout, ["0", "1"])
+    assert [json.loads(texts[o])["gpu"] for o in ("0", "1")] == ["0", "1"]
+    assert "log of 0" in done.stderr and "log of 1" in done.stderr
+
+
+def test_parallel_command_refuses_an_ordinal_that_is_not_a_number() -> None:
+    with pytest.raises(SelectionError):
+        parallel_command({"0": "true", "1; rm -rf /": "true"})
+
+
+def test_a_process_that_printed_nothing_leaves_an_empty_text_for_its_gpu() -> None:
+    assert split_documents("", ["0", "1"]) == {"0": "", "1": ""}
+
+
+class _LocalHost:
+    """testinfra's host.run, as far as the suite uses it: a real shell on this machine."""
+
+    def run(self, command: str) -> subprocess.CompletedProcess[str]:
+        done = subprocess.run(["sh", "-c", command], capture_output=True, text=True, timeout=60)
+        done.rc = done.returncode  # type: ignore[attr-defined]
+        return done
+
+
+def test_the_suite_merges_the_documents_of_every_gpu_run_at_once() -> None:
+    from validation.test_workloads import _parallel_processes
+
+    recorded = Path(__file__).parents[1] / "fixtures/results/workloads/resnet50.json"
+    commands: dict[str | None, str] = {g: f"cat {recorded}" for g in ("0", "1", "2")}
+    docs = _parallel_processes(_LocalHost(), "resnet50", commands, "full")
+    assert sorted(docs) == ["0", "1", "2"]
+    merged = combine_gpus(docs)
+    assert merged["config"]["gpu_under_test"] == ["0", "1", "2"]
+    assert set(merged["per_gpu"]) == {"0", "1", "2"}

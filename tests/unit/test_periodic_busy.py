@@ -90,12 +90,14 @@ def test_single_gpu_workloads_are_pinned_to_each_gpu_in_turn(
         f'exec {replay} "$@"\n'
     )
     wrapper.chmod(0o755)
-    args = ("--tier", "full", "--workloads", "xla,allreduce")
+    args = ("--tier", "full", "--workloads", "resnet50,xla,allreduce")
     args += ("--expectations", str(_expectations(tmp_path)))
     run(tmp_path, wrapper, *args)
     lines = pinned.read_text().splitlines()
+    assert "0 PCI_BUS_ID validation.workloads.resnet50" in lines
+    assert "1 PCI_BUS_ID validation.workloads.resnet50" in lines
     assert "0 PCI_BUS_ID validation.workloads.xla" in lines
-    assert "1 PCI_BUS_ID validation.workloads.xla" in lines
+    assert "1 PCI_BUS_ID validation.workloads.xla" not in lines  # features: GPU 0 only
     assert "- - validation.workloads.allreduce" in lines  # every GPU, unpinned
-    xla = next(w for w in latest(tmp_path)["workloads"] if w["workload"] == "xla")
-    assert xla["config"]["gpu_under_test"] == ["0", "1"]
+    resnet = next(w for w in latest(tmp_path)["workloads"] if w["workload"] == "resnet50")
+    assert resnet["config"]["gpu_under_test"] == ["0", "1"]
