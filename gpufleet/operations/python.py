@@ -88,14 +88,21 @@ def miniforge(
     )
 
 
+# conda-forge only: `--override-channels -c conda-forge` keeps out whatever other channels a
+# .condarc on the host lists (Anaconda's `defaults` with its terms of service among them).
+CONDA_CHANNEL = "conda-forge"
+
+
 @operation()
-def conda_env(conda: str, env_dir: str, python_version: str):
+def conda_env(conda: str, env_dir: str, python_version: str, channel: str = CONDA_CHANNEL):
     """
-    Create a conda environment at ``env_dir`` with Python ``python_version`` and pip.
+    Create a conda environment at ``env_dir`` with Python ``python_version`` and pip, from
+    ``channel`` alone, without a prompt.
 
     + conda: the conda executable
     + env_dir: environment prefix
     + python_version: e.g. ``"3.11"``
+    + channel: the one channel to install from (a name the .condarc's channel_alias maps)
 
     **Example:**
 
@@ -107,12 +114,18 @@ def conda_env(conda: str, env_dir: str, python_version: str):
             python_version="3.11",
         )
     """
+    if not re.fullmatch(r"[0-9]+\.[0-9]+(\.[0-9]+)?", python_version):
+        raise OperationError(f"conda_env: python_version {python_version!r} is not like 3.11")
+    if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9_.-]*", channel):
+        raise OperationError(f"conda_env: channel {channel!r} is not a channel name")
     if host.get_fact(PathExists, path=f"{env_dir}/bin/python"):
         host.noop(f"conda environment {env_dir} exists")
         return
     yield StringCommand(
         QuoteString(conda),
-        "create --yes --quiet --prefix",
+        "create --yes --quiet --override-channels --channel",
+        QuoteString(channel),
+        "--prefix",
         QuoteString(env_dir),
         QuoteString(f"python={python_version}"),
         "pip",

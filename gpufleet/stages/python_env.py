@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 from pyinfra.api import DeployError, deploy
+from pyinfra.api.hiddenvalue import HiddenValue
 
 from gpufleet.matrix import locks
 from gpufleet.operations import apt as gpufleet_apt
 from gpufleet.operations import files as gpufleet_files
 from gpufleet.operations import python
-from gpufleet.spec import NodeSpec
+from gpufleet.spec import NodeSpec, urls
 from gpufleet.stages import op_keys
 from gpufleet.stages.node import NodePlan, node_plan
 from gpufleet.templates import render
@@ -117,6 +118,17 @@ def _conda(plan: NodePlan) -> None:
         root=spec.conda_root,
         proxy=spec.apt_proxy_hidden,
     )
+    if spec.conda_channel_url:
+        condarc = f"{spec.conda_root}/.condarc"
+        alias = spec.conda_channel_url
+        text = render("condarc.j2", conda_root=spec.conda_root, channel_alias=alias)
+        gpufleet_files.content(
+            name=f"{condarc}: conda-forge from the mirror conda_channel_url (channel_alias)",
+            path=condarc,
+            # Root-only, and never in pyinfra's output: the mirror's URL may hold a login.
+            text=HiddenValue(text) if urls.has_secret(alias) else text,
+            mode="600",
+        )
     python.conda_env(
         name="conda environment",
         conda=f"{spec.conda_root}/bin/conda",
@@ -127,10 +139,14 @@ def _conda(plan: NodePlan) -> None:
 
 def _venv(plan: NodePlan) -> None:
     spec = plan.spec
-    gpufleet_apt.install(
-        name="system Python with venv",
-        packages=["python3", "python3-venv"],
-    )
+    # The OS archive's interpreter (python3, or e.g. python3.9 on Ubuntu 20.04, whose python3
+    # is too old for current TensorFlow) and its venv module, packaged apart on Debian/Ubuntu.
+    interpreter = spec.venv_interpreter or "python3"
+    with op_keys.keyed(interpreter):  # one operation (and name) per interpreter
+        gpufleet_apt.install(
+            name=f"system Python with venv ({interpreter})",
+            packages=[interpreter, f"{interpreter}-venv"],
+        )
     uv = None
     if spec.use_uv:
         tools = f"{spec.env_prefix}/tools"
@@ -163,6 +179,7 @@ def _venv(plan: NodePlan) -> None:
     python.venv(
         name="virtual environment",
         env_dir=spec.env_dir,
+        python=interpreter,
         uv=uv,
         python_version=spec.python_version if uv else "",
         proxy=spec.apt_proxy_hidden,
