@@ -15,6 +15,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
+from gpufleet.compat import zip_strict
 from validation.harness import FAIL, PASS, Verdict
 from validation.workloads._common import Run, main
 from validation.workloads._training import (
@@ -136,7 +137,7 @@ def body(run: Run) -> None:
     run.measurements["losses"] = losses
     rtol = run.threshold("mirrored_loss_rtol")
     worst = max(
-        relative_difference(a, b) for a, b in zip(losses["mirrored"], losses["single"], strict=True)
+        relative_difference(a, b) for a, b in zip_strict(losses["mirrored"], losses["single"])
     )
     finite = all(map(math.isfinite, losses["single"] + losses["mirrored"]))
     run.metrics["loss_max_relative_difference"] = worst
