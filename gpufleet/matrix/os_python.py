@@ -18,6 +18,12 @@ OS_PYTHONS: dict[tuple[str, str], dict[str, str]] = {
     ("debian", "12"): {"python3": "3.11"},
 }
 OS_NAMES = {"ubuntu": "Ubuntu", "debian": "Debian"}
+# The pip a fresh venv gets where it predates PEP 600 (pip 20.3), whose manylinux_2_27/_2_28
+# wheel tags numpy and ml-dtypes use: focal's venv module installs pip from python-pip-whl
+# 20.0.2, which then finds no wheel for them (seen on the sandbox's focal host). Elsewhere the
+# archive's pip is new enough: jammy 22.0.2, noble 24.0, bookworm 23.0.1.
+OLD_VENV_PIP: dict[tuple[str, str], str] = {("ubuntu", "20.04"): "20.0.2"}
+PEP600_PIP = "20.3"
 
 
 def os_key(os_id: str, os_version: str) -> tuple[str, str]:

@@ -162,11 +162,16 @@ def sandbox_spec(state: SandboxState) -> NodeSpec:
 def wheelhouse_lock(state: SandboxState) -> str:
     """The hashed lock the deploy installs on a sandbox host (TensorFlow as the sandbox's group
     data names it for the image's OS): the wheelhouse serves exactly its files."""
-    from gpufleet.matrix.locks import LockError, lock_text
+    from gpufleet.matrix.locks import LockError, lock_text, tool_lock_text
+    from gpufleet.matrix.os_python import OLD_VENV_PIP, os_key
+    from gpufleet.stages.python_env import PIP_REQUIREMENT
 
     spec = sandbox_spec(state)
     try:
-        return lock_text(spec.tensorflow_package, spec.tf_version)
+        text = lock_text(spec.tensorflow_package, spec.tf_version)
+        if state.os and os_key(*state.os) in OLD_VENV_PIP:  # the venv's pip is upgraded first
+            text += tool_lock_text(PIP_REQUIREMENT)
+        return text
     except LockError as exc:
         raise SandboxError(str(exc)) from None
 

@@ -91,6 +91,7 @@ SCENARIOS = {
     "centos": FakeGpuHost(os_id="centos", os_version="7"),
     "small-disk": FakeGpuHost(free_gib=10),
     "u2004-venv": FakeGpuHost(os_version="20.04", inventory={"python_env": "venv"}),
+    "u2204-venv": FakeGpuHost(inventory={"python_env": "venv"}),
     "u2004-venv-py39": FakeGpuHost(
         os_version="20.04",
         kernel="5.4.0-200-generic",
@@ -436,5 +437,10 @@ def test_focal_venv_on_python3_9_with_tf_2_20_is_planned_on_that_interpreter(fle
     ops = changes["u2004-venv-py39"]
     assert "gpufleet python_env | system Python with venv (python3.9)" in ops
     assert "gpufleet python_env | virtual environment" in ops
+    # focal's venv brings pip 20.0.2, which finds no manylinux_2_28 wheel: upgraded first
+    pip = "gpufleet python_env | pip >= 20.3 in the venv (the OS's is older), from its hashed lock"
+    assert pip in ops
+    assert "gpufleet python_env | virtual environment" in changes["u2204-venv"]
+    assert pip not in changes["u2204-venv"]  # jammy's pip 22.0.2 will do
     line = summary(result, "u2004-venv-py39")
     assert "driver 575" in line and "TensorFlow 2.20.0 (tensorflow[and-cuda]) in venv" in line

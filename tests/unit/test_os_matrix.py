@@ -163,3 +163,43 @@ def test_the_shipped_tf_2_20_lock_pins_a_full_set_for_focals_python_3_9() -> Non
     names = [line.split("==")[0] for line in pins.splitlines()]
     assert "tensorflow-cpu" in names and "numpy" in names and "tomli" in names
     assert len(names) == len(set(names))
+
+
+PY = "/opt/gpufleet/venvs/tf/bin/python"
+PIP_LOCK = "/opt/gpufleet/venvs/tf/etc/gpufleet/pip.lock.txt"
+
+
+def _pip_commands(found: str | None) -> list:
+    from gpufleet.matrix.locks import tool_lock_text
+    from tests.operations.helpers import run_operation
+
+    commands, _ = run_operation(
+        "python.pip_at_least",
+        {"probes.PipVersion": {f"python={PY}": found}},
+        python=PY,
+        minimum="20.3",
+        requirement="pip==26.0.1",
+        lock=PIP_LOCK,
+        lock_text=tool_lock_text("pip==26.0.1"),
+    )
+    return commands
+
+
+def test_focals_pip_20_0_2_is_upgraded_from_the_hashed_lock_and_a_new_one_left_alone() -> None:
+    for found in ("20.0.2", None):  # None: the venv is made in this run
+        (command,) = _pip_commands(found)
+        text = command["command"] if isinstance(command, dict) else command
+        assert f"{PY} -m pip install" in text
+        assert f"--require-hashes --no-deps -r {PIP_LOCK}" in text
+    assert _pip_commands("26.0.1") == []
+    assert _pip_commands("22.0.2") == []
+
+
+def test_pip_version_fact_reads_pips_own_line() -> None:
+    from gpufleet.operations.probes import PipVersion
+
+    fact = PipVersion()
+    line = "pip 20.0.2 from /opt/gpufleet/venvs/tf/lib/python3.9/site-packages/pip (python 3.9)"
+    assert fact.process([line]) == "20.0.2"
+    assert fact.process([]) is None
+    assert fact.process(["/x/python: No module named pip"]) is None
