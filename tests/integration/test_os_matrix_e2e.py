@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 import time
@@ -151,9 +152,12 @@ def test_quick_validation_passes(fleet: Fleet) -> None:
     )
     print(f"\n{fleet.expected.image}: validate --tier quick: {time.monotonic() - started:.1f} s")
     assert proc.returncode == 0, proc.stdout[-6000:] + proc.stderr[-3000:]
-    docs = sorted((fleet.results / HOST).glob("*.json"))
-    doc = json.loads(docs[-1].read_text())
+    run_id = re.search(r"results: .*/\*/(\S+)\.json", proc.stdout)
+    assert run_id, proc.stdout[-2000:]
+    doc = json.loads((fleet.results / HOST / f"{run_id.group(1)}.json").read_text())
     assert (doc["host"], doc["tier"], doc["status"]) == (HOST, "quick", "pass")
+    checks = {c["name"]: c["status"] for c in doc["checks"]}
+    assert checks["workloads::xla"] == "pass", checks
 
 
 def test_drift_is_clean(fleet: Fleet) -> None:
