@@ -24,6 +24,8 @@ from collections.abc import Callable, Collection, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from gpufleet.compat import zip_strict
+
 # NVML utilization of an idle GPU reads 0 %; monitoring agents (DCGM, nvidia-smi polling)
 # flick it to 1-3 %. Above this a kernel ran for that share of the last averaging window.
 BUSY_UTILIZATION_PCT = 5.0
@@ -74,13 +76,13 @@ def from_nvml(nvml: Any, handles: list[Any], gpu_names: list[str]) -> tuple[list
     """Compute processes and the highest of READINGS utilization readings per GPU, via NVML."""
     users: list[GpuUser] = []
     utilization: dict[str, float] = {}
-    for handle, gpu in zip(handles, gpu_names, strict=True):
+    for handle, gpu in zip_strict(handles, gpu_names):
         for process in nvml.nvmlDeviceGetComputeRunningProcesses(handle):
             users.append(GpuUser(int(process.pid), _process_name(nvml, process.pid), gpu))
     for reading in range(READINGS):
         if reading:
             time.sleep(READING_GAP_S)
-        for handle, gpu in zip(handles, gpu_names, strict=True):
+        for handle, gpu in zip_strict(handles, gpu_names):
             try:
                 pct = float(nvml.nvmlDeviceGetUtilizationRates(handle).gpu)
             except Exception:  # NotSupported on a MIG-enabled GPU: its processes still count

@@ -23,6 +23,7 @@ from typing import Any
 
 import numpy as np
 
+from gpufleet.compat import zip_strict
 from validation.judge import judge_runs, judge_sample_runs
 from validation.verdicts import (
     DEFAULT_BETWEEN_RUN_SD,
@@ -83,7 +84,7 @@ class ABResult:
 
     @property
     def pairs(self) -> list[tuple[float, float]]:
-        return list(zip(self.seconds_a, self.seconds_b, strict=True))
+        return list(zip_strict(self.seconds_a, self.seconds_b))
 
     @property
     def estimate(self) -> Estimate | None:
@@ -115,7 +116,7 @@ def time_call(fn: Callable[[], object]) -> float:
 
 def _timed(clock: Callable[[Callable[[], object]], float], fn: Callable[[], object]) -> float:
     seconds = clock(fn)
-    if isinstance(seconds, bool) or not isinstance(seconds, int | float):
+    if isinstance(seconds, bool) or not isinstance(seconds, (int, float)):
         raise HarnessError(f"the clock returned {seconds!r}, not a number of seconds")
     if not math.isfinite(seconds) or seconds <= 0:
         raise HarnessError(f"the clock returned {seconds!r} s; a timing must be finite and > 0")
@@ -177,7 +178,7 @@ def compare_ab(
         if settled(warm["a"], tolerance) and settled(warm["b"], tolerance):
             result.settled = True
             break
-    result.warmup_seconds = [t for pair in zip(warm["a"], warm["b"], strict=True) for t in pair]
+    result.warmup_seconds = [t for pair in zip_strict(warm["a"], warm["b"]) for t in pair]
     while len(result.seconds_a) < pairs:
         if len(result.seconds_a) % 2 == 0:
             result.seconds_a.append(_timed(clock, run_a))

@@ -91,7 +91,7 @@ def judge_runs(
     threshold = check_threshold(threshold)
     confidence = check_confidence(confidence)
     between_run_sd = check_sd(between_run_sd)
-    if isinstance(runs, str | bytes) or not isinstance(runs, Sequence) or not runs:
+    if isinstance(runs, (str, bytes)) or not isinstance(runs, Sequence) or not runs:
         raise HarnessError("runs must be a non-empty sequence of per-process pair sequences")
     arms = [pairs_of(run, index) for index, run in enumerate(runs)]
     pairs = sum(a.size for a, _ in arms)
@@ -166,7 +166,7 @@ def judge_sample_runs(
     threshold = check_threshold(threshold)
     confidence = check_confidence(confidence)
     between_run_sd = check_sd(between_run_sd)
-    if isinstance(runs, str | bytes) or not isinstance(runs, Sequence) or not runs:
+    if isinstance(runs, (str, bytes)) or not isinstance(runs, Sequence) or not runs:
         raise HarnessError("runs must be a non-empty sequence of per-process value sequences")
     logs = [np.log(positive(run, f"run {i} values of {what}")) for i, run in enumerate(runs)]
     count = sum(x.size for x in logs)

@@ -38,7 +38,7 @@ def read_reference(text: str | None) -> dict[str, Any] | None:
     if not isinstance(data, dict):
         raise ReferenceError("--nccl-tests must be a JSON object {busbw_gbps, bytes, gpus}")
     busbw, gpus = data.get("busbw_gbps"), data.get("gpus")
-    if not isinstance(busbw, int | float) or isinstance(busbw, bool) or busbw <= 0:
+    if not isinstance(busbw, (int, float)) or isinstance(busbw, bool) or busbw <= 0:
         raise ReferenceError(f"--nccl-tests: busbw_gbps must be a number > 0; got {busbw!r}")
     if not isinstance(gpus, int) or isinstance(gpus, bool) or gpus < 2:
         raise ReferenceError(f"--nccl-tests: gpus must be an integer >= 2; got {gpus!r}")
@@ -63,7 +63,7 @@ def from_run_figures(figures: Mapping[str, Mapping[str, Any]]) -> dict[str, Any]
         busbw, ranks = entry.get("largest_busbw"), entry.get("ranks")
         if entry.get("exit_code") or entry.get("wrong") or entry.get("out_of_bounds"):
             return None
-        if isinstance(busbw, int | float) and busbw > 0 and isinstance(ranks, int) and ranks >= 2:
+        if isinstance(busbw, (int, float)) and busbw > 0 and isinstance(ranks, int) and ranks >= 2:
             return {
                 "busbw_gbps": float(busbw),
                 "bytes": entry.get("largest_size"),
@@ -82,7 +82,7 @@ def from_vendor_section(section: Mapping[str, Any] | None) -> dict[str, Any] | N
     if section.get("exit_code") or section.get("wrong") or section.get("out_of_bounds"):
         return None
     busbw, gpus = section.get("busbw_at_largest_gbps"), section.get("gpu_count")
-    if not (isinstance(busbw, int | float) and busbw > 0 and isinstance(gpus, int) and gpus >= 2):
+    if not (isinstance(busbw, (int, float)) and busbw > 0 and isinstance(gpus, int) and gpus >= 2):
         return None
     return {
         "busbw_gbps": float(busbw),

@@ -23,6 +23,8 @@ from typing import Any
 
 import numpy as np
 
+from gpufleet.compat import zip_strict
+
 
 @dataclass(frozen=True)
 class Sample:
@@ -126,7 +128,7 @@ class NvmlSampler:
             return []
         now = time.monotonic()
         readings = []
-        for device, handle in zip(self.devices, self._handles, strict=True):
+        for device, handle in zip_strict(self.devices, self._handles):
             rates = self._nvml.nvmlDeviceGetUtilizationRates(handle)
             memory = self._nvml.nvmlDeviceGetMemoryInfo(handle)
             extra = self._telemetry(handle) if self.telemetry else {}
@@ -168,7 +170,7 @@ class NvmlSampler:
             return {}
         pid = os.getpid() if pid is None else pid
         held: dict[str, float] = {}
-        for device, handle in zip(self.devices, self._handles, strict=True):
+        for device, handle in zip_strict(self.devices, self._handles):
             processes = self._nvml.nvmlDeviceGetComputeRunningProcesses(handle)
             used = sum((p.usedGpuMemory or 0) for p in processes if p.pid == pid)
             held[f"gpu{device.index}"] = used / 2**20

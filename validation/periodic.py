@@ -121,7 +121,7 @@ def last_success(state_path: Path, textfile: Path | None) -> float | None:
     known = []
     try:
         value = json.loads(state_path.read_text()).get("last_success_timestamp")
-        if isinstance(value, int | float) and value > 0:
+        if isinstance(value, (int, float)) and value > 0:
             known.append(float(value))
     except (OSError, json.JSONDecodeError, AttributeError):
         pass

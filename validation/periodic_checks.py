@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from gpufleet import health
+from gpufleet.compat import zip_strict
 from validation.tiers import PROCESSES, TIMEOUT_S
 
 PAYLOAD_ROOT = Path(__file__).resolve().parent.parent
@@ -105,7 +106,7 @@ def gpu_health_checks(
         "cuda_version": health.field_of(smi, "cuda_version"),
     }
     checks = []
-    for name, finding_check in zip(names, ("gpu_count", "ecc", "row_remap"), strict=True):
+    for name, finding_check in zip_strict(names, ("gpu_count", "ecc", "row_remap")):
         bad = health.failures(findings, finding_check)
         seen = [f.message for f in findings if f.check == finding_check]
         checks.append(

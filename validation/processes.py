@@ -75,10 +75,10 @@ def _median_metrics(docs: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
     """The first process's metrics, each plain number replaced by the median over processes."""
     merged = copy.deepcopy(dict(docs[0].get("metrics") or {}))
     for key, value in merged.items():
-        if isinstance(value, bool) or not isinstance(value, int | float):
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
             continue
         values = [d.get("metrics", {}).get(key) for d in docs]
-        numbers = sorted(float(v) for v in values if isinstance(v, int | float))
+        numbers = sorted(float(v) for v in values if isinstance(v, (int, float)))
         if len(numbers) == len(docs) and all(math.isfinite(v) for v in numbers):
             middle = len(numbers) // 2
             merged[key] = (

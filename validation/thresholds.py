@@ -96,7 +96,7 @@ def _check_topology_tables(path: Path, tables: Mapping[str, Any]) -> None:
         if TOPOLOGY_KEY in values:
             floors[TOPOLOGY_KEY] = values[TOPOLOGY_KEY]
         for key, floor in floors.items():
-            if isinstance(floor, bool) or not isinstance(floor, int | float) or floor < 0:
+            if isinstance(floor, bool) or not isinstance(floor, (int, float)) or floor < 0:
                 raise ThresholdsError(f"{where} {key} = {floor!r} must be a number of GB/s >= 0")
 
 
@@ -143,7 +143,7 @@ def _check_overrides(overrides: Mapping[str, Any], known: Mapping[str, Any]) -> 
                 f"unknown threshold {key!r} in the inventory's 'thresholds'{hint} "
                 f"Known thresholds: {', '.join(sorted(known))}"
             )
-        if isinstance(value, bool) or not isinstance(value, int | float):
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
             raise ThresholdsError(
                 f"threshold {key!r} must be a number; got {value!r} ({type(value).__name__})"
             )

@@ -91,7 +91,7 @@ class Judgement:
 
 def check_threshold(threshold: float) -> float:
     """A finite threshold > 0, else HarnessError (a ratio floor of 0 would pass anything)."""
-    if isinstance(threshold, bool) or not isinstance(threshold, int | float):
+    if isinstance(threshold, bool) or not isinstance(threshold, (int, float)):
         raise HarnessError(f"threshold must be a number; got {threshold!r}")
     if not math.isfinite(threshold) or threshold <= 0:
         raise HarnessError(f"threshold must be finite and > 0; got {threshold!r}")
@@ -99,7 +99,7 @@ def check_threshold(threshold: float) -> float:
 
 
 def check_confidence(confidence: float) -> float:
-    if not isinstance(confidence, int | float) or not 0.0 < confidence < 1.0:
+    if not isinstance(confidence, (int, float)) or not 0.0 < confidence < 1.0:
         raise HarnessError(f"confidence must lie strictly between 0 and 1; got {confidence!r}")
     return float(confidence)
 
@@ -107,7 +107,7 @@ def check_confidence(confidence: float) -> float:
 def check_sd(sd: float | None) -> float | None:
     if sd is None:
         return None
-    if isinstance(sd, bool) or not isinstance(sd, int | float) or not math.isfinite(sd) or sd < 0:
+    if isinstance(sd, bool) or not isinstance(sd, (int, float)) or not math.isfinite(sd) or sd < 0:
         raise HarnessError(f"between_run_sd must be a finite number >= 0; got {sd!r}")
     return float(sd)
 

@@ -72,7 +72,7 @@ class Calibration:
 
 
 def _margin(raw: object, where: str) -> float:
-    if isinstance(raw, bool) or not isinstance(raw, int | float) or not 0 < raw <= 1:
+    if isinstance(raw, bool) or not isinstance(raw, (int, float)) or not 0 < raw <= 1:
         raise FloorError(f"{where}: margin must be a number in (0, 1], got {raw!r}")
     return float(raw)
 
@@ -84,7 +84,7 @@ def _figure(name: str, raw: object, margin: float, where: str) -> CalibratedFigu
     if (
         not isinstance(values, list)
         or not values
-        or not all(isinstance(v, int | float) and not isinstance(v, bool) for v in values)
+        or not all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in values)
     ):
         raise FloorError(f"{where}: figures.{name!r}.values must be a non-empty list of numbers")
     own = _margin(raw["margin"], f"{where}: figures.{name!r}") if "margin" in raw else margin

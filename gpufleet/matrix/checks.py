@@ -47,9 +47,11 @@ def _sm(gpu: GpuModel) -> str:
     return "sm_{}{}".format(*gpu.compute_capability)
 
 
-def pick_branch(gpus: Sequence[GpuModel], needed: int) -> int:
-    """Default branch: 580 (long-term, last for Volta) unless the GPUs or CUDA need newer."""
-    need = max([DEFAULT_DRIVER_BRANCH, needed, *(g.min_driver_branch for g in gpus)])
+def pick_branch(gpus: Sequence[GpuModel], needed: int, newest: int | None = None) -> int:
+    """Default branch: 580 (long-term, last for Volta) unless the GPUs or CUDA need newer, or
+    the distro's repository stops at an older ``newest`` branch (R575 on Ubuntu 20.04)."""
+    default = DEFAULT_DRIVER_BRANCH if newest is None else min(DEFAULT_DRIVER_BRANCH, newest)
+    need = max([default, needed, *(g.min_driver_branch for g in gpus)])
     return min(b for b in DRIVER_BRANCHES if b >= need) if need <= max(DRIVER_BRANCHES) else need
 
 

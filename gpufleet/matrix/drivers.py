@@ -116,6 +116,16 @@ NVIDIA_REPO_DISTROS: dict[tuple[str, str], str] = {
     ("debian", "12"): "debian12",
 }
 
+# Distro folders where NVIDIA's repository stops short of the branch table: the newest branch
+# it publishes there. ubuntu2004 ends with CUDA 12.9 and R575: CUDA 12.9.1's ubuntu2004
+# repository ships driver 575.57.08 (cuda-repo-ubuntu2004-12-9-local_12.9.1-575.57.08-1, in
+# many public install scripts); R580 arrived with CUDA 13.0, whose driver installation guide
+# (docs.nvidia.com/datacenter/tesla/driver-installation-guide, "Linux System Requirements")
+# lists Ubuntu 22.04 and 24.04 but no longer 20.04, and Ubuntu's own archive builds
+# linux-modules-nvidia-580 for jammy and later only (packages.ubuntu.com). Not read from the
+# repository's own index, which these machines cannot reach.
+REPO_NEWEST_BRANCH: dict[str, int] = {"ubuntu2004": 575}
+
 # `uname -m` / pyinfra's Arch fact -> the repository's architecture folder.
 NVIDIA_REPO_ARCHES: dict[str, str] = {
     "x86_64": "x86_64",

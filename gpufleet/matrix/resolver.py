@@ -28,6 +28,7 @@ from gpufleet.matrix.drivers import (
     NVIDIA_REPO_ARCHES,
     NVIDIA_REPO_DISTROS,
     NVIDIA_REPO_KEY_FILE,
+    REPO_NEWEST_BRANCH,
     DriverBranch,
     branch_of,
 )
@@ -44,6 +45,7 @@ __all__ = [
     "NVIDIA_REPO_ARCHES",
     "NVIDIA_REPO_DISTROS",
     "NVIDIA_REPO_KEY_FILE",
+    "REPO_NEWEST_BRANCH",
     "TF_RELEASES",
     "DriverBranch",
     "GpuModel",
@@ -185,6 +187,9 @@ def resolve(
 
         r = resolve("2.21.0", os_id="ubuntu", os_version="22.04", gpu_device_ids=["2330"])
         r.cuda, r.cudnn, r.driver_branch  # ("12.5", "9.3.0.75", 580)
+
+    ``python_version`` is the Python of a conda (or uv) environment; a plain venv's interpreter
+    depends on the host's OS: ``os_python.venv_python_conflict`` (preflight) checks it.
     """
     conflicts: list[str] = []
     warnings: list[str] = []
@@ -228,7 +233,18 @@ def resolve(
     elif cuda_version is not None:
         cuda_needed_branch = branch_of(CUDA_MIN_DRIVER[cuda_version])
 
-    branch = pick_branch(gpus, cuda_needed_branch) if driver_branch is None else driver_branch
+    newest = REPO_NEWEST_BRANCH.get(distro)
+    branch = (
+        pick_branch(gpus, cuda_needed_branch, newest) if driver_branch is None else driver_branch
+    )
+    if newest is not None and branch > newest:
+        conflicts.append(
+            f"driver branch {branch} is not published in NVIDIA's {distro} repository, whose "
+            f"newest branch is {newest} (NVIDIA's CUDA repository for {os_id} {os_version} ends "
+            f"with CUDA {DRIVER_BRANCHES[newest].max_cuda}). Fix: set driver_branch to "
+            f"{newest} or older (or leave it unset), or provision a newer OS release for GPUs "
+            "that need a newer branch."
+        )
     if branch not in DRIVER_BRANCHES:
         conflicts.append(
             f"driver_branch {branch} is not in the matrix (known: "

@@ -87,6 +87,34 @@ class PathExists(FactBase):
         return bool(output) and output[0].strip() == "yes"
 
 
+class PipVersion(FactBase):
+    """
+    The version of an environment's pip (``python -m pip --version``), or ``None`` when that
+    Python or its pip is missing.
+
+    .. code:: python
+
+        "20.0.2"
+    """
+
+    @override
+    def command(self, python: str) -> StringCommand:
+        return StringCommand(
+            "if [ -x",
+            QuoteString(python),
+            "]; then",
+            QuoteString(python),
+            "-m pip --version 2>/dev/null || true; fi",
+        )
+
+    @override
+    def process(self, output: list[str]) -> str | None:
+        words = output[0].split() if output else []
+        if len(words) > 1 and words[0] == "pip" and words[1][:1].isdigit():
+            return words[1]
+        return None
+
+
 class KeyringFingerprints(FactBase):
     """
     Primary-key fingerprints (upper case) in an OpenPGP keyring file; empty when the file or

@@ -10,7 +10,7 @@ from pyinfra.api import HiddenValue, OperationError, QuoteString, StringCommand,
 from pyinfra.facts.files import FileContents
 
 from gpufleet.matrix import locks
-from gpufleet.operations.probes import EnvProblems, PathExists
+from gpufleet.operations.probes import EnvProblems, PathExists, PipVersion
 from gpufleet.operations.stdin import FETCH, PRIVATE_TMP, SECRET_ENV, secret_lines
 
 # Runs inside the environment (through the gpufleet-python wrapper, so the CUDA wheels are on
@@ -88,14 +88,21 @@ def miniforge(
     )
 
 
+# conda-forge only: `--override-channels -c conda-forge` keeps out whatever other channels a
+# .condarc on the host lists (Anaconda's `defaults` with its terms of service among them).
+CONDA_CHANNEL = "conda-forge"
+
+
 @operation()
-def conda_env(conda: str, env_dir: str, python_version: str):
+def conda_env(conda: str, env_dir: str, python_version: str, channel: str = CONDA_CHANNEL):
     """
-    Create a conda environment at ``env_dir`` with Python ``python_version`` and pip.
+    Create a conda environment at ``env_dir`` with Python ``python_version`` and pip, from
+    ``channel`` alone, without a prompt.
 
     + conda: the conda executable
     + env_dir: environment prefix
     + python_version: e.g. ``"3.11"``
+    + channel: the one channel to install from (a name the .condarc's channel_alias maps)
 
     **Example:**
 
@@ -107,12 +114,18 @@ def conda_env(conda: str, env_dir: str, python_version: str):
             python_version="3.11",
         )
     """
+    if not re.fullmatch(r"[0-9]+\.[0-9]+(\.[0-9]+)?", python_version):
+        raise OperationError(f"conda_env: python_version {python_version!r} is not like 3.11")
+    if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9_.-]*", channel):
+        raise OperationError(f"conda_env: channel {channel!r} is not a channel name")
     if host.get_fact(PathExists, path=f"{env_dir}/bin/python"):
         host.noop(f"conda environment {env_dir} exists")
         return
     yield StringCommand(
         QuoteString(conda),
-        "create --yes --quiet --prefix",
+        "create --yes --quiet --override-channels --channel",
+        QuoteString(channel),
+        "--prefix",
         QuoteString(env_dir),
         QuoteString(f"python={python_version}"),
         "pip",
@@ -329,6 +342,47 @@ def pip_tool(
         QuoteString(python),
         "-m pip install --disable-pip-version-check --no-input",
         *what,
+        _stdin=secret_lines(proxy=proxy, index_url=index_url),
+    )
+
+
+@operation()
+def pip_at_least(
+    python: str,
+    minimum: str,
+    requirement: str,
+    lock: str,
+    lock_text: str,
+    index_url: str | HiddenValue | None = None,
+    trusted_host: str | None = None,
+    proxy: str | HiddenValue | None = None,
+):
+    """
+    Upgrade an environment's pip from its hashed lock unless it is ``minimum`` or newer.
+
+    + python: the environment's python; minimum: the oldest pip that will do, e.g. ``"20.3"``
+    + requirement: the lock's pinned pip, e.g. ``"pip==26.0.1"``
+    + lock: path of that hashed lock on the host (written before); lock_text: its content
+    + index_url, trusted_host, proxy: as for ``pip_install_checked``
+
+    **Example:** ``pip_at_least(python=".../bin/python", minimum="20.3", requirement=
+    "pip==26.0.1", lock=".../pip.lock.txt", lock_text=tool_lock_text("pip==26.0.1"))``
+    """
+    checked_lock(requirement, lock_text)
+    if not re.fullmatch(r"[0-9]+(\.[0-9]+)*", minimum):
+        raise OperationError(f"pip_at_least: minimum {minimum!r} is not a version like 20.3")
+    found = host.get_fact(PipVersion, python=python)
+    numbers = [int(n) for n in re.findall(r"[0-9]+", found or "")[:3]]
+    if found and numbers >= [int(n) for n in minimum.split(".")]:
+        host.noop(f"pip {found} in {python} is new enough (>= {minimum})")
+        return
+    yield StringCommand(
+        *with_secrets(),
+        QuoteString(python),
+        "-m pip install --disable-pip-version-check --no-input --require-hashes --no-deps",
+        *_trusted_args(trusted_host),
+        "-r",
+        QuoteString(lock),
         _stdin=secret_lines(proxy=proxy, index_url=index_url),
     )
 

@@ -10,6 +10,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from gpufleet.compat import zip_strict
+
 
 class NvidiaSmiParseError(ValueError):
     """The text is not nvidia-smi output of the expected kind."""
@@ -118,7 +120,7 @@ def parse_nvidia_smi_csv(
                 "check that fields matches the --query-gpu list"
             )
         result.append(
-            {key: _clean_value(raw, unit) for (key, unit), raw in zip(columns, row, strict=True)}
+            {key: _clean_value(raw, unit) for (key, unit), raw in zip_strict(columns, row)}
         )
     return result
 

@@ -7,6 +7,8 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
+from gpufleet.compat import zip_strict
+
 # NVIDIA driver versions: "565.57.01", "535.183.01", "555.58", "384.98".
 _DRIVER_VERSION = r"\d{3}\.\d{1,3}(?:\.\d{1,3})?"
 
@@ -278,7 +280,7 @@ def parse_gpu_processes(
             continue
         if len(cells) != len(columns):
             continue
-        row = dict(zip(columns, (_process_value(cell) for cell in cells), strict=True))
+        row = dict(zip_strict(columns, (_process_value(cell) for cell in cells)))
         pid = row.get("pid")
         if pid is not None and not pid.isdigit():
             continue

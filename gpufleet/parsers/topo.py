@@ -130,8 +130,8 @@ def parse_nvidia_smi_topo(text: str) -> TopoMatrix:
         # Splitting on any whitespace also drops the empty cell nvidia-smi leaves before
         # "GPU NUMA ID" when it aligns with tabs.
         cells = tokens[1 : 1 + len(devices)]
-        links[tokens[0]] = dict(zip(devices, cells, strict=False))
-        trailing = dict(zip(extra, tokens[1 + len(devices) :], strict=False))
+        links[tokens[0]] = dict(zip(devices, cells))  # noqa: B905 (hosts may run Python 3.9)
+        trailing = dict(zip(extra, tokens[1 + len(devices) :]))  # noqa: B905 (hosts may run Python 3.9)
         if tokens[0] in gpus:
             if "CPU Affinity" in extra:
                 cpu_affinity[tokens[0]] = _cell(trailing.get("CPU Affinity", ""))

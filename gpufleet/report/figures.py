@@ -175,7 +175,7 @@ class Figure:
 
 def number(value: Any) -> float | None:
     """A finite float, or None for anything else (bools, strings, NaN, missing)."""
-    if isinstance(value, bool) or not isinstance(value, int | float):
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
         return None
     value = float(value)
     return value if math.isfinite(value) else None
@@ -188,7 +188,7 @@ def _fill(template: str, match: re.Match[str]) -> str:
 
 def _ci(metrics: Mapping[str, Any], metric: str) -> tuple[float, float] | None:
     raw = metrics.get(f"{metric}_ci")
-    if isinstance(raw, list | tuple) and len(raw) == 2:
+    if isinstance(raw, (list, tuple)) and len(raw) == 2:
         low, high = number(raw[0]), number(raw[1])
         if low is not None and high is not None:
             return (low, high)

@@ -155,7 +155,7 @@ def nccl_busbw(doc: Mapping[str, Any]) -> float | None:
     None where nccl-tests did not run or printed no table."""
     nccl = vendor_of(doc)["nccl_tests"]
     value = None if nccl is None else nccl.get("busbw_at_largest_gbps")
-    return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
+    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
 
 
 def latest_vendor(runs: Sequence[Mapping[str, Any]]) -> dict[str, Any]:

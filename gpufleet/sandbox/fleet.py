@@ -9,6 +9,7 @@ import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from gpufleet.sandbox import aptproxy, hosts, image, leader, network, ours, procs, supervisor
 from gpufleet.sandbox.state import (
@@ -26,6 +27,9 @@ from gpufleet.sandbox.state import (
     save_state,
     state_file,
 )
+
+if TYPE_CHECKING:
+    from gpufleet.spec import NodeSpec
 
 Log = Callable[[str], None]
 REQUIRED_TOOLS = {
@@ -146,16 +150,28 @@ def container_processes(state_dir: Path, state: SandboxState | None) -> list[int
     return container_processes_in(host_inodes(state_dir, state))
 
 
-def wheelhouse_lock() -> str:
-    """The hashed lock the deploy installs on a sandbox host (TensorFlow as the sandbox's group
-    data names it): the wheelhouse serves exactly its files."""
-    from gpufleet.matrix.locks import LockError, lock_text
+def sandbox_spec(state: SandboxState) -> NodeSpec:
+    """The NodeSpec every host of this sandbox gets from its group data (imported late, as
+    the stand-ins are: `sandbox down` needs neither)."""
     from gpufleet.sandbox.inventory import group_data
     from gpufleet.spec import NodeSpec
 
-    spec = NodeSpec.from_host_data(group_data(SandboxState(image="", os=[])))
+    return NodeSpec.from_host_data(group_data(SandboxState(image=state.image, os=state.os)))
+
+
+def wheelhouse_lock(state: SandboxState) -> str:
+    """The hashed lock the deploy installs on a sandbox host (TensorFlow as the sandbox's group
+    data names it for the image's OS): the wheelhouse serves exactly its files."""
+    from gpufleet.matrix.locks import LockError, lock_text, tool_lock_text
+    from gpufleet.matrix.os_python import OLD_VENV_PIP, os_key
+    from gpufleet.stages.python_env import PIP_REQUIREMENT
+
+    spec = sandbox_spec(state)
     try:
-        return lock_text(spec.tensorflow_package, spec.tf_version)
+        text = lock_text(spec.tensorflow_package, spec.tf_version)
+        if state.os and os_key(*state.os) in OLD_VENV_PIP:  # the venv's pip is upgraded first
+            text += tool_lock_text(PIP_REQUIREMENT)
+        return text
     except LockError as exc:
         raise SandboxError(str(exc)) from None
 
@@ -173,12 +189,16 @@ def start_standins(state: SandboxState, state_dir: Path, cache: Path, log: Log) 
     repo_arch = matrix.nvidia_repo_arch(os.uname().machine)
     started = time.monotonic()
     repo = build_nvidia_repo(
-        www, repo_distro=repo_distro, repo_arch=repo_arch, kernel_release=state.kernel_release
+        www,
+        repo_distro=repo_distro,
+        repo_arch=repo_arch,
+        kernel_release=state.kernel_release,
+        tf_version=sandbox_spec(state).tf_version,
     )
     log(f"stand-in NVIDIA repository built in {time.monotonic() - started:.1f} s")
     started = time.monotonic()
     python_version = image.image_spec(state.image).python_version
-    lock = wheelhouse_lock()
+    lock = wheelhouse_lock(state)
     ensure_wheelhouse(www, cache / "wheelhouse", python_version=python_version, lock_text=lock)
     log(f"wheelhouse ready in {time.monotonic() - started:.1f} s")
     state.pids["http_server"] = start_server(

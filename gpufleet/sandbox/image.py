@@ -66,7 +66,11 @@ class ImageSpec:
     # extra `deb` lines' suites on the same mirror, plus a security archive (url, suite)
     extra_suites: tuple[str, ...]
     security: tuple[str, str]
-    python_version: str  # the distribution's python3, which the sandbox's venvs use
+    python_version: str  # Python of the interpreter the sandbox's venvs use (see next)
+    # The archive's interpreter the sandbox's venvs are built on: python3 unless it is older
+    # than the TensorFlow the matrix allows (focal's python3 is 3.8; focal-updates' universe
+    # has python3.9).
+    python_interpreter: str = "python3"
 
 
 IMAGES: dict[str, ImageSpec] = {
@@ -90,7 +94,19 @@ IMAGES: dict[str, ImageSpec] = {
         ("main", "restricted", "universe"),
         ("focal-updates",),
         ("http://archive.ubuntu.com/ubuntu", "focal-security"),
-        "3.8",
+        "3.9",
+        "python3.9",
+    ),
+    "ubuntu24.04": ImageSpec(
+        "ubuntu24.04",
+        "ubuntu",
+        "24.04",
+        "noble",
+        "http://archive.ubuntu.com/ubuntu",
+        ("main", "restricted", "universe"),
+        ("noble-updates",),
+        ("http://archive.ubuntu.com/ubuntu", "noble-security"),
+        "3.12",
     ),
     "debian12": ImageSpec(
         "debian12",
@@ -150,9 +166,19 @@ def image_dir(spec: ImageSpec, cache: Path = CACHE_DIR) -> Path:
     return images_dir(cache) / spec.name
 
 
-def debootstrap_command(spec: ImageSpec, target: Path, keyring: Path) -> list[str]:
-    """The debootstrap command line that builds `spec` into `target`."""
-    return [
+# debootstrap's per-suite scripts; every Ubuntu suite's is a link to "gutsy".
+DEBOOTSTRAP_SCRIPTS = Path("/usr/share/debootstrap/scripts")
+
+
+def debootstrap_command(
+    spec: ImageSpec, target: Path, keyring: Path, scripts: Path = DEBOOTSTRAP_SCRIPTS
+) -> list[str]:
+    """The debootstrap command line that builds `spec` into `target`.
+
+    A debootstrap older than the suite (Debian 12's 1.0.128 has no "noble") is given Ubuntu's
+    common script, which newer debootstraps link every Ubuntu suite to.
+    """
+    command = [
         "debootstrap",
         "--variant=minbase",
         f"--include={','.join(INCLUDE)}",
@@ -162,6 +188,9 @@ def debootstrap_command(spec: ImageSpec, target: Path, keyring: Path) -> list[st
         str(target),
         spec.mirror,
     ]
+    if spec.os_id == "ubuntu" and not (scripts / spec.suite).exists():
+        command.append(str(scripts / "gutsy"))
+    return command
 
 
 def sources_list(spec: ImageSpec) -> str:

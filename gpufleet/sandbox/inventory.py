@@ -5,6 +5,8 @@ from __future__ import annotations
 import os
 from typing import Any
 
+from gpufleet.matrix.os_python import newest_tf_for
+from gpufleet.sandbox.image import IMAGES
 from gpufleet.sandbox.state import SandboxState
 
 # Names a host (or a comma-separated list) that inventories/sandbox.py declares as a GPU server
@@ -33,6 +35,7 @@ def group_data(state: SandboxState) -> dict[str, Any]:
         # No data-centre GPU here, so `auto` would skip DCGM: install its stand-ins all the same.
         "dcgm": "on",
     }
+    data.update(os_data(state.image))
     if state.nvidia_repo_url:
         data.update(
             nvidia_repo_url=state.nvidia_repo_url,
@@ -41,6 +44,32 @@ def group_data(state: SandboxState) -> dict[str, Any]:
             pip_index_url=state.pip_index_url,
             pip_trusted_host=state.gateway,  # plain HTTP on a private address
         )
+    return data
+
+
+def os_data(image_name: str) -> dict[str, Any]:
+    """What the image's OS needs besides the defaults: the venv's interpreter, the newest
+    TensorFlow the matrix has wheels for on it, and the newest driver branch NVIDIA publishes
+    for it (inventories/group_data/all.py pins 580, which ubuntu2004 does not have).
+
+    Example: ``os_data("ubuntu20.04") == {"python_interpreter": "python3.9",
+    "tf_version": "2.20.0", "driver_branch": 575}`` (focal's python3 is 3.8; TF 2.21 needs 3.10).
+    """
+    from gpufleet import matrix
+    from gpufleet.spec import NodeSpec
+
+    image = IMAGES.get(image_name)
+    if image is None:
+        return {}
+    data: dict[str, Any] = {}
+    if image.python_interpreter != "python3":
+        data["python_interpreter"] = image.python_interpreter
+    newest = newest_tf_for(image.python_version)
+    if newest is not None and newest != NodeSpec().tf_version:
+        data["tf_version"] = newest
+    distro = matrix.nvidia_repo_distro(image.os_id, image.os_version)
+    if distro in matrix.REPO_NEWEST_BRANCH:
+        data["driver_branch"] = matrix.REPO_NEWEST_BRANCH[distro]
     return data
 
 

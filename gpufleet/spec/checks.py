@@ -103,6 +103,8 @@ _PIP_NAME = re.compile(
 # Debian policy 5.6.1: lower case letters, digits, + - . ; two or more, starting alnum.
 _DEB_NAME = re.compile(r"[a-z0-9][a-z0-9+.-]+")
 _HOST_PORT = re.compile(r"[A-Za-z0-9](?:[A-Za-z0-9.-]{0,252})(?::[0-9]{1,5})?")
+# A Debian/Ubuntu interpreter package and command: python3, python3.9, python3.12.
+_INTERPRETER = re.compile(r"python3(?:\.[0-9]{1,2})?")
 _MINIFORGE_VERSION = re.compile(r"[0-9][0-9A-Za-z.]{0,30}(?:-[0-9A-Za-z.]{1,30}){0,3}")
 MINIFORGE_ARCHES = ("x86_64", "aarch64", "ppc64le")
 # systemd.time(7) calendar expressions and shorthands: words, digits, * , . : / ~ - and spaces.
@@ -159,6 +161,11 @@ def _format_errors(key: str, value: Any) -> list[str]:
         return [
             f"pip_trusted_host = {value!r} is not a host name (with an optional :port). Fix: "
             "e.g. 'pypi-mirror.example.net'."
+        ]
+    if key == "python_interpreter" and not _INTERPRETER.fullmatch(value):
+        return [
+            f"python_interpreter = {value!r} is not a Python command of the OS's archive. Fix: "
+            "'python3' or a versioned one such as 'python3.9' (no path: apt installs it)."
         ]
     if key == "miniforge_version" and not _MINIFORGE_VERSION.fullmatch(value):
         return [f"miniforge_version = {value!r} is not a release like '25.3.0-3'."]

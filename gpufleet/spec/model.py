@@ -12,7 +12,6 @@ from typing import Any
 from pyinfra.api.hiddenvalue import HiddenValue
 
 from gpufleet import matrix
-from gpufleet.matrix.drivers import version_tuple
 from gpufleet.spec import urls
 from gpufleet.spec.checks import type_name, type_ok, value_errors
 from gpufleet.spec.defaults import (
@@ -27,6 +26,7 @@ from gpufleet.spec.defaults import (
 )
 from gpufleet.spec.fields import key_field as _key  # short: it declares every key below
 from gpufleet.spec.fields import key_meta as _meta
+from gpufleet.spec.python_checks import python_env_errors
 
 
 class SpecError(ValueError):
@@ -89,6 +89,9 @@ class NodeSpec:
     python_version: str = _key(
         "3.11", "Python of the conda (or uv) environment; venv without uv uses the system Python"
     )
+    python_interpreter: str | None = _key(
+        None, "OS interpreter a venv without uv is built on, e.g. 'python3.9'; unset: python3"
+    )
     use_uv: bool = _key(False, "build the venv with uv instead of python -m venv (venv only)")
     env_name: str = _key("tf", "name of the Python environment")
     env_prefix: str = _key("/opt/gpufleet", "directory holding Miniforge and the environments")
@@ -106,6 +109,13 @@ class NodeSpec:
     miniforge_url: str | None = _key(
         None,
         "Miniforge installer URL; unset: the GitHub release of miniforge_version",
+        secret=True,
+    )
+    conda_channel_url: str | None = _key(
+        None,
+        "conda-forge mirror for air-gapped sites: the base URL serving conda-forge/ "
+        "(channel_alias in the Miniforge's .condarc, mode 600); unset: conda.anaconda.org; "
+        "may carry credentials",
         secret=True,
     )
     miniforge_version: str = _key(MINIFORGE_VERSION, "pinned Miniforge release")
@@ -195,6 +205,13 @@ class NodeSpec:
         if self.python_env == "conda":
             return f"{self.conda_root}/envs/{self.env_name}"
         return f"{self.env_prefix}/venvs/{self.env_name}"
+
+    @property
+    def venv_interpreter(self) -> str | None:
+        """The system interpreter a plain venv is built on (``python3``); None for conda/uv."""
+        if self.python_env != "venv" or self.use_uv:
+            return None
+        return self.python_interpreter or "python3"
 
     @property
     def python_bin(self) -> str:
@@ -333,24 +350,7 @@ def combination_errors(spec: NodeSpec) -> list[str]:
         errors.append(
             f"gpu_less = True contradicts gpu_count = {spec.gpu_count}. Fix: drop one of them."
         )
-    if spec.use_uv and spec.python_env != "venv":
-        errors.append("use_uv = True needs python_env = 'venv'. Fix: set python_env = 'venv'.")
-    if spec.require_cuda_build and spec.tensorflow_package.split("[")[0] == "tensorflow-cpu":
-        errors.append(
-            "tensorflow_package = 'tensorflow-cpu' has no CUDA build but require_cuda_build is "
-            "True. Fix: set require_cuda_build = False (CPU-only / sandbox hosts)."
-        )
-    release = matrix.TF_RELEASES.get(spec.tf_version)
-    if release is None:
-        errors.append(f"tf_version: {matrix.unknown_tf_message(spec.tf_version)}")
-    elif spec.python_env == "conda" or spec.use_uv:
-        lo, hi = (version_tuple(v) for v in (release.python_min, release.python_max))
-        if not lo <= version_tuple(spec.python_version)[:2] <= hi:
-            errors.append(
-                f"python_version = {spec.python_version!r} is outside TensorFlow "
-                f"{spec.tf_version}'s range {release.python_min}..{release.python_max}. Fix: "
-                f"set python_version to e.g. {release.python_max}."
-            )
+    errors.extend(python_env_errors(spec))
     if spec.driver_branch is not None and spec.driver_branch not in matrix.DRIVER_BRANCHES:
         errors.append(
             f"driver_branch = {spec.driver_branch} is not a known branch ("

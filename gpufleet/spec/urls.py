@@ -14,6 +14,7 @@ URL_KEYS = (
     "pip_index_url",
     "miniforge_url",
     "nccl_tests_url",
+    "conda_channel_url",
 )
 _SCHEMES = {
     "apt_proxy": ("http", "https"),
@@ -61,6 +62,18 @@ def url_errors(key: str, value: str, shown: str = "'***'") -> list[str]:
         return [
             f"{key} has a query or fragment, which apt cannot use. Fix: give the repository's "
             "base URL; a login goes in as https://user:password@host/path."
+        ]
+    if name == "conda_channel_url" and (parts.query or parts.fragment):
+        return [
+            f"{key} has a query or fragment, which conda's channel_alias cannot use. Fix: give "
+            "the base URL your mirror serves conda-forge/ under; a login goes in as "
+            "https://user:password@host/path."
+        ]
+    if name == "conda_channel_url" and parts.path.rstrip("/").endswith("/conda-forge"):
+        return [
+            f"{key} ends with /conda-forge, but it is the base conda adds the channel name to "
+            "(channel_alias). Fix: drop the trailing /conda-forge, e.g. "
+            "https://conda-mirror.example.net for https://conda-mirror.example.net/conda-forge."
         ]
     for part in (parts.username, parts.password):
         if part is not None and not _LOGIN.fullmatch(unquote(part) or "x"):

@@ -13,15 +13,6 @@ from gpufleet import matrix
 from gpufleet.spec import NodeSpec, SpecError, spec_for_host
 from gpufleet.stages.host_probe import HostProbe, HostState
 
-# The Python each distro ships as python3 (its archive; venv without uv uses it).
-DISTRO_PYTHON = {
-    ("ubuntu", "20.04"): "3.8",
-    ("ubuntu", "22.04"): "3.10",
-    ("ubuntu", "24.04"): "3.12",
-    ("debian", "12"): "3.11",
-}
-
-
 # Where apt downloads packages before unpacking them.
 APT_CACHE = "/var/cache/apt"
 
@@ -48,13 +39,6 @@ class NodePlan:
     state: HostState
     resolution: matrix.Resolution | None
     unsupported: str | None = None
-
-    @property
-    def distro_python(self) -> str | None:
-        version = self.state.os_version
-        if self.state.os_id == "debian":
-            version = version.split(".")[0]
-        return DISTRO_PYTHON.get((self.state.os_id, version))
 
     @property
     def installed_branch_differs(self) -> bool:

@@ -8,9 +8,10 @@ from pyinfra import host, logger, state
 from pyinfra.api import deploy
 from pyinfra.context import ctx_host
 
+from gpufleet import matrix
 from gpufleet.matrix import GpuModel, gpu_by_device_id
 from gpufleet.matrix.dcgm import DCGM_VERSION
-from gpufleet.matrix.drivers import version_tuple
+from gpufleet.matrix.os_python import venv_python_conflict
 from gpufleet.stages.dcgm import skip_reason as dcgm_skip_reason
 from gpufleet.stages.nccl_tests import skip_reason as nccl_tests_skip_reason
 from gpufleet.stages.node import NodePlan, disk_paths, node_plan
@@ -89,7 +90,7 @@ def refusals(plan: NodePlan) -> list[str]:
     if plan.unsupported:
         return [plan.unsupported]
     reasons: list[str] = []
-    for check in (_gpus, _secure_boot, _foreign_driver, _gpu_processes, _disk, _system_python):
+    for check in (_gpus, _secure_boot, _foreign_driver, _gpu_processes, _disk, _venv_python):
         reason = check(plan)
         if reason:
             reasons.append(reason)
@@ -224,19 +225,11 @@ def _disk(plan: NodePlan) -> str | None:
     )
 
 
-def _system_python(plan: NodePlan) -> str | None:
-    if plan.spec.python_env != "venv" or plan.spec.use_uv:
+def _venv_python(plan: NodePlan) -> str | None:
+    """A plain venv is built on the OS archive's interpreter: refuse one TensorFlow cannot use
+    (Ubuntu 20.04's python3 is 3.8), or one the archive does not have, naming the fix."""
+    interpreter = plan.spec.venv_interpreter
+    if interpreter is None:
         return None
-    python = plan.distro_python
-    resolution = plan.require_resolution()
-    if python is None:
-        return None
-    if version_tuple(python) < version_tuple(resolution.python_min) or version_tuple(
-        python
-    ) > version_tuple(resolution.python_max):
-        return (
-            f"python_env 'venv' uses the system Python {python}, outside TensorFlow "
-            f"{resolution.tf_version}'s range {resolution.python_min}..{resolution.python_max}. "
-            "Fix: set use_uv: True (with python_version) or python_env: 'conda'."
-        )
-    return None
+    release = matrix.TF_RELEASES[plan.require_resolution().tf_version]
+    return venv_python_conflict(release, plan.state.os_id, plan.state.os_version, interpreter)

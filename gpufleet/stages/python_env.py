@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 from pyinfra.api import DeployError, deploy
+from pyinfra.api.hiddenvalue import HiddenValue
 
 from gpufleet.matrix import locks
+from gpufleet.matrix.os_python import OLD_VENV_PIP, PEP600_PIP, os_key
 from gpufleet.operations import apt as gpufleet_apt
 from gpufleet.operations import files as gpufleet_files
 from gpufleet.operations import python
-from gpufleet.spec import NodeSpec
+from gpufleet.spec import NodeSpec, urls
 from gpufleet.stages import op_keys
 from gpufleet.stages.node import NodePlan, node_plan
 from gpufleet.templates import render
@@ -21,6 +23,10 @@ WRAPPER = "/usr/local/bin/gpufleet-python"
 HOST_REQUIREMENTS = ("nvidia-ml-py==13.590.48", "tomli==2.5.0; python_version < '3.11'")
 # uv (use_uv), pinned like everything else the deploy installs: its 2026-11 release on PyPI.
 UV_REQUIREMENT = "uv==0.13.8"
+# pip for venvs whose OS bundles one too old for today's wheels (focal's python3.9-venv brings
+# pip 20.0.2, which predates PEP 600's manylinux_2_27/_2_28 tags that numpy and ml-dtypes use,
+# so it finds no wheel for them): the newest pip that still runs on Python 3.9.
+PIP_REQUIREMENT = "pip==26.0.1"
 
 
 def env_file(spec: NodeSpec) -> str:
@@ -117,6 +123,17 @@ def _conda(plan: NodePlan) -> None:
         root=spec.conda_root,
         proxy=spec.apt_proxy_hidden,
     )
+    if spec.conda_channel_url:
+        condarc = f"{spec.conda_root}/.condarc"
+        alias = spec.conda_channel_url
+        text = render("condarc.j2", conda_root=spec.conda_root, channel_alias=alias)
+        gpufleet_files.content(
+            name=f"{condarc}: conda-forge from the mirror conda_channel_url (channel_alias)",
+            path=condarc,
+            # Root-only, and never in pyinfra's output: the mirror's URL may hold a login.
+            text=HiddenValue(text) if urls.has_secret(alias) else text,
+            mode="600",
+        )
     python.conda_env(
         name="conda environment",
         conda=f"{spec.conda_root}/bin/conda",
@@ -127,10 +144,14 @@ def _conda(plan: NodePlan) -> None:
 
 def _venv(plan: NodePlan) -> None:
     spec = plan.spec
-    gpufleet_apt.install(
-        name="system Python with venv",
-        packages=["python3", "python3-venv"],
-    )
+    # The OS archive's interpreter (python3, or e.g. python3.9 on Ubuntu 20.04, whose python3
+    # is too old for current TensorFlow) and its venv module, packaged apart on Debian/Ubuntu.
+    interpreter = spec.venv_interpreter or "python3"
+    with op_keys.keyed(interpreter):  # one operation (and name) per interpreter
+        gpufleet_apt.install(
+            name=f"system Python with venv ({interpreter})",
+            packages=[interpreter, f"{interpreter}-venv"],
+        )
     uv = None
     if spec.use_uv:
         tools = f"{spec.env_prefix}/tools"
@@ -163,7 +184,30 @@ def _venv(plan: NodePlan) -> None:
     python.venv(
         name="virtual environment",
         env_dir=spec.env_dir,
+        python=interpreter,
         uv=uv,
         python_version=spec.python_version if uv else "",
         proxy=spec.apt_proxy_hidden,
     )
+    if uv is None and os_key(plan.state.os_id, plan.state.os_version) in OLD_VENV_PIP:
+        try:
+            pip_lock = locks.tool_lock_text(PIP_REQUIREMENT)
+        except locks.LockError as exc:
+            raise DeployError(str(exc)) from None
+        pip_lock_path = f"{spec.env_dir}/etc/gpufleet/pip.lock.txt"
+        gpufleet_files.content(
+            name=f"{pip_lock_path}: hashed pip lock for {PIP_REQUIREMENT}",
+            path=pip_lock_path,
+            text=pip_lock,
+        )
+        python.pip_at_least(
+            name=f"pip >= {PEP600_PIP} in the venv (the OS's is older), from its hashed lock",
+            python=spec.python_bin,
+            minimum=PEP600_PIP,
+            requirement=PIP_REQUIREMENT,
+            lock=pip_lock_path,
+            lock_text=pip_lock,
+            index_url=spec.pip_index_url_hidden,
+            trusted_host=spec.pip_trusted_host,
+            proxy=spec.apt_proxy_hidden,
+        )

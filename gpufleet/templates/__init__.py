@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import re
 import shlex
 from pathlib import Path
@@ -25,8 +26,9 @@ def _comment(value: object) -> str:
 
 
 # Filters for values from the inventory: `sh` quotes one shell word, `comment` keeps a value
-# inside its comment line.
+# inside its comment line, `yaml` makes one double-quoted YAML scalar (a JSON string is one).
 _ENV.filters["sh"] = lambda value: shlex.quote(str(value))
+_ENV.filters["yaml"] = lambda value: json.dumps(str(value))
 _ENV.filters["comment"] = _comment
 
 

@@ -226,7 +226,7 @@ def record_run(results_dir: str | Path, document: Mapping[str, Any]) -> Path | N
 
 def check_margin(margin: float) -> float:
     """A margin as a fraction in (0, 1); 10 means 10 %, which is refused with the fix."""
-    if isinstance(margin, bool) or not isinstance(margin, int | float) or not 0 < margin < 1:
+    if isinstance(margin, bool) or not isinstance(margin, (int, float)) or not 0 < margin < 1:
         raise BaselineError(
             f"regression margin {margin!r} must be a fraction between 0 and 1 (0.10 for 10 %)"
         )
@@ -308,7 +308,7 @@ def compare(
             continue
         runs = baseline.get("runs") or ()
         values = [(r.get("figures") or {}).get(key, {}).get("value") for r in runs]
-        values = [v for v in values if isinstance(v, int | float)]
+        values = [v for v in values if isinstance(v, (int, float))]
         figure = now.get(key)
         kind = next(
             (

@@ -106,10 +106,12 @@ BOOT_ID = "cat /proc/sys/kernel/random/boot_id"
 
 
 @contextmanager
-def running_sandbox(hosts: int, *, standins: bool) -> Iterator[Sandbox]:
-    """`gpufleet sandbox up`, yield, then `gpufleet sandbox down` whatever happened."""
+def running_sandbox(hosts: int, *, standins: bool, image: str | None = None) -> Iterator[Sandbox]:
+    """`gpufleet sandbox up` (on `image`, default the sandbox's choice), yield, then `gpufleet
+    sandbox down` whatever happened."""
     image_existed = any(images_dir().glob(f"*/{MARKER}"))
     args = ["sandbox", "up", "--hosts", str(hosts)] + ([] if standins else ["--no-standins"])
+    args += ["--image", image] if image else []
     gpufleet("sandbox", "down", timeout=300)  # a sandbox left by someone else is not timed
     started = time.monotonic()
     try:

@@ -14,7 +14,7 @@ from gpufleet.matrix.dcgm import (
     dcgm_unsupported_reason,
 )
 from gpufleet.sandbox.standins.catalog import dcgm_packages as dcgm_standins
-from gpufleet.sandbox.standins.catalog import standin_packages
+from gpufleet.sandbox.standins.catalog import standin_branches, standin_packages
 from gpufleet.sandbox.standins.debs import build_deb
 from gpufleet.sandbox.standins.model import StandinError, StandinPackage
 
@@ -49,7 +49,7 @@ def _repo(distro: str) -> dict[str, StandinPackage]:
         repo_distro=distro,
         repo_arch="x86_64",
         kernel_release="6.1.0-18-amd64",
-        branches=(580,),
+        branches=standin_branches(distro),
         tf_version="2.21.0",
     )
     return {p.name: p for p in packages}

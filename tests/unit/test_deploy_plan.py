@@ -91,6 +91,12 @@ SCENARIOS = {
     "centos": FakeGpuHost(os_id="centos", os_version="7"),
     "small-disk": FakeGpuHost(free_gib=10),
     "u2004-venv": FakeGpuHost(os_version="20.04", inventory={"python_env": "venv"}),
+    "u2204-venv": FakeGpuHost(inventory={"python_env": "venv"}),
+    "u2004-venv-py39": FakeGpuHost(
+        os_version="20.04",
+        kernel="5.4.0-200-generic",
+        inventory={"python_env": "venv", "python_interpreter": "python3.9", "tf_version": "2.20.0"},
+    ),
     "cpu-only": FakeGpuHost(
         gpus=(), inventory={"gpu_less": True, "persistenced": False, "reboot": "never"}
     ),
@@ -113,7 +119,9 @@ REFUSED = {
     "centos": "OS centos 7 is not supported",
     "small-disk": "10.0 GiB free on / (holding /, /var/cache/apt, /opt/gpufleet, "
     "/opt/gpufleet/validation): 25 GiB needed",
-    "u2004-venv": "python_env 'venv' uses the system Python 3.8",
+    "u2004-venv": "TensorFlow 2.21.0 needs Python >= 3.10; a venv on Ubuntu 20.04 would use "
+    "python3 (3.8). Fix: on Ubuntu 20.04 use python_env: conda (python_version: '3.13'), or "
+    "tf_version <= 2.20.0 with python_interpreter: python3.9",
 }
 
 
@@ -197,8 +205,11 @@ def test_fresh_host_plans_every_stage_in_order(fleet_plan):
         "(initramfs rebuilt on change)",
         "gpufleet driver | /etc/apt/preferences.d/00-gpufleet-no-distro-nvidia-driver: distro "
         "builds of the NVIDIA driver blocked (NVIDIA's repository only)",
-        "gpufleet driver | lock the branch: NVIDIA's pinning package",
+        # NVIDIA's ubuntu2004 repository ends with R575, which has no pinning package.
+        "gpufleet driver | /etc/apt/preferences.d/gpufleet-nvidia-driver: driver branch locked "
+        "by apt preferences",
         "gpufleet driver | NVIDIA driver packages of the locked branch",
+        "gpufleet driver | nvidia-open-575 held",
         "gpufleet driver | /etc/apt/apt.conf.d/51gpufleet-unattended-upgrades: "
         "unattended-upgrades leaves NVIDIA, CUDA, cuDNN, NCCL alone",
         "gpufleet driver | nvidia-persistenced enabled",
@@ -226,8 +237,8 @@ def test_fresh_host_plans_every_stage_in_order(fleet_plan):
     line = summary(result, "u2004-a100")
     assert "Ubuntu 20.04.6 LTS x86_64, kernel 5.4.0-200-generic; 8x NVIDIA A100-SXM4-80GB" in line
     assert (
-        "repository ubuntu2004/x86_64; driver 580 (open modules: nvidia-open; locked by "
-        "nvidia-driver-pinning-580); CUDA 12.5, cuDNN 9.3.0.75, NCCL 2.27.7" in line
+        "repository ubuntu2004/x86_64; driver 575 (open modules: nvidia-open-575; locked by "
+        "apt preferences + hold); CUDA 12.5, cuDNN 9.3.0.75, NCCL 2.27.7" in line
     )
 
 
@@ -419,3 +430,17 @@ def test_nccl_tests_skipped_with_the_reason_in_the_plan(fleet_plan, name, why):
     result, changes = fleet_plan
     assert not any(op.startswith("gpufleet nccl_tests") for op in changes[name])
     assert f"nccl-tests not built: {why}" in summary(result, name)
+
+
+def test_focal_venv_on_python3_9_with_tf_2_20_is_planned_on_that_interpreter(fleet_plan):
+    result, changes = fleet_plan
+    ops = changes["u2004-venv-py39"]
+    assert "gpufleet python_env | system Python with venv (python3.9)" in ops
+    assert "gpufleet python_env | virtual environment" in ops
+    # focal's venv brings pip 20.0.2, which finds no manylinux_2_28 wheel: upgraded first
+    pip = "gpufleet python_env | pip >= 20.3 in the venv (the OS's is older), from its hashed lock"
+    assert pip in ops
+    assert "gpufleet python_env | virtual environment" in changes["u2204-venv"]
+    assert pip not in changes["u2204-venv"]  # jammy's pip 22.0.2 will do
+    line = summary(result, "u2004-venv-py39")
+    assert "driver 575" in line and "TensorFlow 2.20.0 (tensorflow[and-cuda]) in venv" in line

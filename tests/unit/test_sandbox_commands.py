@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from gpufleet.sandbox import aptproxy, fleet, hosts, image, network, supervisor
-from gpufleet.sandbox.state import SandboxError
+from gpufleet.sandbox.state import SandboxError, SandboxState
 
 
 def test_debootstrap_builds_a_bootable_image_checked_against_a_keyring() -> None:
@@ -89,11 +89,20 @@ def test_apt_proxy_only_fetches_from_known_archives_on_the_gateway() -> None:
 
 
 def test_wheelhouse_holds_what_the_deploy_installs_for_the_hosts_python() -> None:
-    from gpufleet.matrix.locks import lock_text
+    from gpufleet.matrix.locks import lock_text, tool_lock_text
     from gpufleet.sandbox.fleet import wheelhouse_lock
 
-    # The sandbox's hosts install tensorflow-cpu's lock; the wheelhouse is built from the same.
-    assert wheelhouse_lock() == lock_text("tensorflow-cpu", "2.21.0")
+    # The sandbox's hosts install tensorflow-cpu's lock; the wheelhouse is built from the same,
+    # at the newest TensorFlow the image's interpreter can run (focal's python3.9: TF 2.20).
+    jammy = SandboxState(image="ubuntu22.04", os=["ubuntu", "22.04"])
+    focal = SandboxState(image="ubuntu20.04", os=["ubuntu", "20.04"])
+    noble = SandboxState(image="ubuntu24.04", os=["ubuntu", "24.04"])
+    assert wheelhouse_lock(jammy) == lock_text("tensorflow-cpu", "2.21.0")
+    assert wheelhouse_lock(noble) == lock_text("tensorflow-cpu", "2.21.0")
+    # focal's venv gets pip 20.0.2, too old for manylinux_2_28 wheels: the lock's pip first.
+    assert wheelhouse_lock(focal) == lock_text("tensorflow-cpu", "2.20.0") + tool_lock_text(
+        "pip==26.0.1"
+    )
 
 
 def test_too_few_inotify_instances_for_the_fleet_is_refused_with_the_fix(tmp_path) -> None:

@@ -22,6 +22,7 @@ SECRETS = {
     "nvidia_repo_url": "https://RPUSER:RPPASS4@mirror.example/cuda",
     "nvidia_repo_key_url": "https://KYUSER:KYPASS5@mirror.example/k.pub?token=KYTOKEN6",
     "miniforge_url": "https://MFUSER:MFPASS7@mirror.example/Miniforge3.sh?sig=MFTOKEN8",
+    "conda_channel_url": "https://CCUSER:CCPASS0@conda-mirror.example",
 }
 # A login without a password (a token as the user name): not masked by older gpufleet.
 TOKEN_ONLY = {"apt_proxy": "http://PXTOKEN9@proxy.example:3128"}
@@ -42,7 +43,7 @@ def inventory(tmp_path_factory):
 
 @pytest.mark.parametrize("mode", [["--dry"], ["-y"]], ids=["plan", "apply"])
 def test_finding08_no_credential_is_printed(inventory, mode):
-    assert len(WORDS) == 14
+    assert len(WORDS) == 16
     result = run_pyinfra(inventory, *mode, "-vv", "--debug")
     output = result.stdout + result.stderr
     assert result.returncode == 0, output[-3000:]
@@ -61,3 +62,4 @@ def test_finding08_files_with_credentials_are_written_mode_600(inventory):
     writes = dict(re.findall(r"gpufleet-write (\S+) (\d+)", mirrored))
     assert writes[nvidia_repo.APT_AUTH] == "600"
     assert writes[nvidia_repo.APT_PROXY] == "600"
+    assert writes["/opt/gpufleet/miniforge3/.condarc"] == "600"  # conda_channel_url's login

@@ -137,9 +137,11 @@ def test_tensorflow_wheelhouse_for_the_hosts(
     www = tmp_path / "www"
     started = time.monotonic()
     from gpufleet.sandbox.fleet import wheelhouse_lock
+    from gpufleet.sandbox.state import SandboxState
 
+    jammy = SandboxState(image="ubuntu22.04", os=["ubuntu", "22.04"])
     house = build_wheelhouse(
-        www, CACHE_DIR / "wheelhouse", python_version="3.10", lock_text=wheelhouse_lock()
+        www, CACHE_DIR / "wheelhouse", python_version="3.10", lock_text=wheelhouse_lock(jammy)
     )
     names = {w.name.split("-", 1)[0].lower() for w in house.wheels}
     assert {"tensorflow_cpu", "numpy", "keras", "pip", "setuptools", "wheel"} <= names

@@ -207,7 +207,7 @@ def _plain(value: Any) -> Any:
     """JSON-safe copy: numpy scalars/arrays as lists and numbers, infinities and NaN as null."""
     if isinstance(value, dict):
         return {str(k): _plain(v) for k, v in value.items()}
-    if isinstance(value, list | tuple):
+    if isinstance(value, (list, tuple)):
         return [_plain(v) for v in value]
     if hasattr(value, "tolist"):
         return _plain(value.tolist())

@@ -120,7 +120,7 @@ def discover_devices(run: Run, logical_cpus: int) -> None:
     nvml = {d.index: d for d in (run.sampler.devices if run.sampler else [])}
     mapping = map_devices(run)
     capabilities = []
-    for index, (physical, name) in enumerate(zip(physical_gpus, run.gpus, strict=False)):
+    for index, (physical, name) in enumerate(zip(physical_gpus, run.gpus)):  # noqa: B905 (hosts may run Python 3.9)
         details = tf.config.experimental.get_device_details(physical)
         capability = details.get("compute_capability")
         nvml_device = nvml.get(mapping.get(index, nvml_index(index)))

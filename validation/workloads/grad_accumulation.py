@@ -17,6 +17,7 @@ from typing import Any
 
 import numpy as np
 
+from gpufleet.compat import zip_strict
 from validation.harness import FAIL, PASS, Verdict
 from validation.workloads._common import NO_GPU, Run, main, not_applicable
 from validation.workloads._training import mlp, mse, synthetic_data
@@ -55,11 +56,11 @@ def _steps(tf: Any, model: Any, optimizer: Any, micro_batches: int) -> tuple[Any
         xs, ys = tf.split(x, micro_batches), tf.split(y, micro_batches)
         total = [tf.zeros_like(v) for v in variables]
         losses = []
-        for x_part, y_part in zip(xs, ys, strict=True):
+        for x_part, y_part in zip_strict(xs, ys):
             with tf.GradientTape() as tape:
                 loss = mse(tf, model(x_part, training=True), y_part)
             grads = tape.gradient(loss, variables)
-            total = [t + g for t, g in zip(total, grads, strict=True)]
+            total = [t + g for t, g in zip_strict(total, grads)]
             losses.append(loss)
         # Mean of equal-sized micro-batch means = mean over the whole batch.
         optimizer.apply([t / micro_batches for t in total], variables)
@@ -114,11 +115,10 @@ def body(run: Run) -> None:
     worst_excess = 0.0
     worst_abs = 0.0
     moved = 0.0
-    for a, b, start in zip(
+    for a, b, start in zip_strict(
         models[0].get_weights(),
         models[1].get_weights(),
         _initial_weights(keras, cfg, run.args.seed),
-        strict=True,
     ):
         difference = np.abs(a - b)
         worst_abs = max(worst_abs, float(difference.max()))
@@ -173,8 +173,8 @@ def _peak_memory(run: Run, micro_batches: int) -> Verdict:
         optimizer = keras.optimizers.SGD(0.01)
         optimizer.build(model.trainable_variables)
         extra = {}
-        for label, step in zip(
-            ("whole", "accumulated"), _steps(tf, model, optimizer, micro_batches), strict=True
+        for label, step in zip_strict(
+            ("whole", "accumulated"), _steps(tf, model, optimizer, micro_batches)
         ):
             float(step(x, y))  # trace and warm outside the measurement
             tf.config.experimental.reset_memory_stats(name)

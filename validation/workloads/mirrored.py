@@ -20,6 +20,7 @@ import math
 import time
 from typing import Any
 
+from gpufleet.compat import zip_strict
 from validation.harness import FAIL, INCONCLUSIVE, PASS, Verdict
 from validation.workloads._common import NO_GPU, Run, main, not_applicable
 from validation.workloads._devices import nvml_index
@@ -122,7 +123,7 @@ def body(run: Run) -> None:
     run.measurements["losses"] = losses
     rtol = run.threshold("mirrored_loss_rtol")
     worst = max(
-        relative_difference(a, b) for a, b in zip(losses["mirrored"], losses["single"], strict=True)
+        relative_difference(a, b) for a, b in zip_strict(losses["mirrored"], losses["single"])
     )
     finite = all(map(math.isfinite, losses["single"] + losses["mirrored"]))
     run.metrics["loss_max_relative_difference"] = worst

@@ -16,6 +16,7 @@ import math
 from collections.abc import Callable
 from typing import Any
 
+from gpufleet.compat import zip_strict
 from validation.harness import FAIL, PASS, Verdict
 from validation.workloads._common import Run, main, not_applicable
 from validation.workloads._refsteps import batch_per_gpu, float_precision
@@ -111,7 +112,7 @@ def body(run: Run) -> None:
             )
             losses = [float(step(x, y)) for _ in range(cfg["check_steps"])]
             run.measurements["losses"][policy] = losses
-            worst = max(relative_difference(a, b) for a, b in zip(losses, reference, strict=True))
+            worst = max(relative_difference(a, b) for a, b in zip_strict(losses, reference))
             finite = all(map(math.isfinite, losses))
             run.metrics[f"{policy}_loss_max_relative_difference"] = worst
             run.add_check(

@@ -16,6 +16,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
+from gpufleet.compat import zip_strict
 from validation.harness import FAIL, PASS, Verdict
 from validation.workloads._common import Run, main
 from validation.workloads._refsteps import batch_per_gpu, float_precision
@@ -74,7 +75,7 @@ def body(run: Run) -> None:
         run.measurements["losses"] = losses
         rtol = run.threshold("xla_loss_rtol")
         worst = max(
-            relative_difference(a, b) for a, b in zip(losses["xla"], losses["plain"], strict=True)
+            relative_difference(a, b) for a, b in zip_strict(losses["xla"], losses["plain"])
         )
         run.metrics["loss_max_relative_difference"] = worst
         finite = all(map(math.isfinite, losses["xla"] + losses["plain"]))

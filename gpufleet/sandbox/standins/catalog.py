@@ -70,6 +70,15 @@ def deb_arch(repo_arch: str) -> str:
     return DEB_ARCHES[repo_arch]
 
 
+def standin_branches(repo_distro: str) -> tuple[int, ...]:
+    """The driver branches the stand-in repository carries for a distro: 570 (a branch change
+    to test) and the branch a host there gets by default (580; R575 in ubuntu2004, where
+    NVIDIA's repository ends). Example: ``standin_branches("ubuntu2004") == (570, 575)``."""
+    newest = matrix.REPO_NEWEST_BRANCH.get(repo_distro)
+    default = matrix.DEFAULT_DRIVER_BRANCH if newest is None else min(newest, 580)
+    return (570, default)
+
+
 def standin_packages(
     *,
     repo_distro: str,

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from email.utils import formatdate
 from pathlib import Path
 
-from gpufleet.sandbox.standins.catalog import standin_packages
+from gpufleet.sandbox.standins.catalog import standin_branches, standin_packages
 from gpufleet.sandbox.standins.debs import build_debs
 from gpufleet.sandbox.standins.model import STANDIN, StandinError
 from gpufleet.sandbox.standins.signing import throwaway_key
@@ -49,7 +49,7 @@ def build_nvidia_repo(
     repo_distro: str,
     repo_arch: str,
     kernel_release: str,
-    branches: Sequence[int] = (570, 580),
+    branches: Sequence[int] | None = None,
     tf_version: str = "2.21.0",
 ) -> RepoInfo:
     """Build ``www/nvidia/<repo_distro>/<repo_arch>/`` afresh, signed with a new throwaway key.
@@ -61,6 +61,8 @@ def build_nvidia_repo(
         info.fingerprint  # 40 hex digits; info.key_file is the armored public key
     """
     started = time.monotonic()
+    if branches is None:
+        branches = standin_branches(repo_distro)
     if not branches:
         raise StandinError("branches is empty. Fix: pass the driver branches to stand in for.")
     packages = standin_packages(

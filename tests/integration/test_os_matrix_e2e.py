@@ -1,0 +1,178 @@
+"""Ubuntu 20.04 and 24.04 end to end: one sandbox host each, provisioned by the real deploy.
+
+For each image in turn: `sandbox up --hosts 1 --image X`, the real pyinfra deploy, a second
+run that changes nothing, the periodic units verified by that release's own systemd (245 on
+focal, 255 on noble), `gpufleet validate --tier quick` and `gpufleet drift`. The focal host
+gets its venv on python3.9 (focal-updates/universe) with TensorFlow 2.20.0, the newest the
+matrix has cp39 wheels for, and driver R575, the newest NVIDIA's ubuntu2004 repository has;
+the noble host python3.12 with TensorFlow 2.21.0 and R580. Kept to the quick tier.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from gpufleet.sandbox.inventory import REFUSE_ENV, group_data
+from gpufleet.spec import NodeSpec
+from gpufleet.stages import monitoring
+from tests.integration.conftest import REPO, Sandbox, gpufleet, running_sandbox
+
+pytestmark = pytest.mark.integration
+
+HOST = "gfsb-h1"
+INVENTORY = "inventories/sandbox.py"
+DEPLOY = "deploy/gpu_node.py"
+
+
+@dataclass(frozen=True)
+class Expected:
+    """What one image's host must end up with."""
+
+    image: str
+    os_version: str
+    systemd: int
+    python: str
+    tf_version: str
+    driver_branch: int
+
+
+CASES = (
+    Expected("ubuntu20.04", "20.04", 245, "3.9", "2.20.0", 575),
+    Expected("ubuntu24.04", "24.04", 255, "3.12", "2.21.0", 580),
+)
+
+
+@dataclass
+class Fleet:
+    sandbox: Sandbox
+    expected: Expected
+    spec: NodeSpec
+    results: Path
+    first: dict[str, Any]
+    first_rc: int
+    first_log: str
+
+
+def pyinfra(*args: str) -> tuple[int, dict[str, Any], str, float]:
+    """The real pyinfra CLI with JSON output against the sandbox inventory (no refused host)."""
+    confirm = [] if "--dry" in args else ["-y"]  # `-y` turns change detection off
+    command = [str(Path(sys.executable).with_name("pyinfra")), *confirm, "--json", *args]
+    started = time.monotonic()
+    proc = subprocess.run(
+        [*command, INVENTORY, DEPLOY],
+        cwd=REPO,
+        env=dict(os.environ, **{REFUSE_ENV: ""}),
+        capture_output=True,
+        text=True,
+        timeout=1800,
+    )
+    wall = time.monotonic() - started
+    try:
+        report = json.loads(proc.stdout)
+    except json.JSONDecodeError:
+        raise AssertionError(
+            f"pyinfra printed no JSON (exit {proc.returncode}):\n{proc.stderr[-6000:]}"
+        ) from None
+    return proc.returncode, report, proc.stderr, wall
+
+
+@pytest.fixture(scope="module", params=CASES, ids=[case.image for case in CASES])
+def fleet(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[Fleet]:
+    expected: Expected = request.param
+    with running_sandbox(1, standins=True, image=expected.image) as sandbox:
+        print(f"\n{expected.image}: sandbox up, 1 host: {sandbox.up_s:.1f} s")
+        rc, report, log, wall = pyinfra()
+        print(f"{expected.image}: first deploy: {wall:.1f} s")
+        spec = NodeSpec.from_host_data(group_data(sandbox.state))
+        results = tmp_path_factory.mktemp(f"results-{expected.image}")
+        yield Fleet(sandbox, expected, spec, results, report, rc, log)
+
+
+def test_deploy_provisions_the_host_with_the_oss_own_python(fleet: Fleet) -> None:
+    ops = (fleet.first.get("results") or {}).get("operations", [])
+    errors = {op["name"]: op["error"] for op in ops if op["error"]}
+    assert fleet.first_rc == 0 and errors == {}, fleet.first_log[-6000:]
+    assert fleet.sandbox.state.os == ["ubuntu", fleet.expected.os_version]
+    assert fleet.spec.tf_version == fleet.expected.tf_version
+    probe = fleet.sandbox.ssh(
+        HOST,
+        f"{fleet.spec.python_bin} -c 'import sys, tensorflow as tf; "
+        'print("%d.%d" % sys.version_info[:2], tf.__version__)\'',
+        timeout=300,
+    )
+    assert probe.returncode == 0, probe.stderr[-3000:]
+    assert probe.stdout.split()[-2:] == [fleet.expected.python, fleet.expected.tf_version]
+    branch = fleet.sandbox.ssh(HOST, "cat /etc/gpufleet/driver-branch")
+    assert branch.stdout.strip() == str(fleet.expected.driver_branch), branch.stderr
+
+
+def test_second_run_changes_nothing(fleet: Fleet) -> None:
+    rc, report, log, wall = pyinfra("--dry")
+    print(f"\n{fleet.expected.image}: no-change --dry: {wall:.1f} s")
+    changing = {op["name"]: op["hosts_with_change"] for op in report["plan"]}
+    assert rc == 0, log[-4000:]
+    assert {name: hosts for name, hosts in changing.items() if hosts} == {}
+
+
+def test_periodic_units_verify_under_the_releases_systemd(fleet: Fleet) -> None:
+    version = fleet.sandbox.ssh(HOST, "systemctl --version")
+    assert version.stdout.split()[1] == str(fleet.expected.systemd), version.stdout
+    units = f"{monitoring.UNIT_DIR}/{monitoring.TIMER} {monitoring.UNIT_DIR}/{monitoring.SERVICE}"
+    verify = fleet.sandbox.ssh(HOST, f"systemd-analyze verify {units}")
+    assert verify.returncode == 0, verify.stdout + verify.stderr
+    assert "gpufleet-periodic" not in verify.stdout + verify.stderr  # no warning about ours
+    timer = fleet.sandbox.ssh(HOST, f"systemctl is-active {monitoring.TIMER}")
+    assert timer.stdout.strip() == "active", timer.stdout + timer.stderr
+
+
+def test_quick_validation_passes(fleet: Fleet) -> None:
+    started = time.monotonic()
+    proc = gpufleet(
+        "validate",
+        INVENTORY,
+        "--tier",
+        "quick",
+        "--results-dir",
+        str(fleet.results),
+        check=False,
+        timeout=1800,
+    )
+    print(f"\n{fleet.expected.image}: validate --tier quick: {time.monotonic() - started:.1f} s")
+    assert proc.returncode == 0, proc.stdout[-6000:] + proc.stderr[-3000:]
+    run_id = re.search(r"results: .*/\*/(\S+)\.json", proc.stdout)
+    assert run_id, proc.stdout[-2000:]
+    doc = json.loads((fleet.results / HOST / f"{run_id.group(1)}.json").read_text())
+    assert (doc["host"], doc["tier"], doc["status"]) == (HOST, "quick", "pass")
+    checks = {c["name"]: c["status"] for c in doc["checks"]}
+    assert checks["workloads::xla"] == "pass", checks
+
+
+def test_drift_is_clean(fleet: Fleet) -> None:
+    started = time.monotonic()
+    proc = gpufleet(
+        "drift",
+        INVENTORY,
+        "--json",
+        "--results-dir",
+        str(fleet.results),
+        check=False,
+        timeout=1800,
+    )
+    print(f"\n{fleet.expected.image}: drift: {time.monotonic() - started:.1f} s")
+    assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-3000:]
+    hosts = json.loads(proc.stdout)["hosts"]
+    assert hosts[HOST]["status"] == "clean", hosts
+    assert hosts[HOST]["changes"] == [], hosts
