@@ -9,10 +9,12 @@ from pathlib import Path
 
 import pytest
 
+from gpufleet.commands import thresholds as thresholds_cmd
 from gpufleet.commands import validate as validate_cmd
 from gpufleet.inventory import InventoryHost
 from gpufleet.matrix import calibration
 from gpufleet.matrix.floors import FloorError, floors_for
+from gpufleet.matrix.floors_show import host_floors
 from gpufleet.spec import NodeSpec, SpecError
 from gpufleet.validate import calibfile, calibrate
 from validation.test_workloads import workload_command
@@ -287,3 +289,54 @@ def test_the_workload_command_hands_the_calibration_over_intact(tmp_path):
         "xla", python="p", payload_dir="/d", quick=True, thresholds={}, timeout_s=5
     )
     assert "--calibration" not in plain
+
+
+# ----------------------------------------------- gpufleet thresholds: the same floors as the hosts
+
+
+def test_thresholds_shows_a_cpu_calibrations_floors_and_judges_with_them(tmp_path, capsys):
+    path = _write_cpu_file(tmp_path)
+    cpu = ["--gpu-model", "cpu", "--gpu-count", "0", "--interconnect", "none"]
+    assert thresholds_cmd.main([*cpu]) == 2
+    assert "only from a calibration file" in capsys.readouterr().err
+    assert thresholds_cmd.main([*cpu, "--calibration", str(path), "--json"]) == 0
+    (floor,) = json.loads(capsys.readouterr().out)
+    assert floor["name"] == "xla.speedup" and floor["origin"].startswith("calibration")
+    figures = tmp_path / "figures.json"
+    figures.write_text(json.dumps({"workload": "xla", "metrics": {"speedup": 1.0}}))
+    assert thresholds_cmd.main([*cpu, "--calibration", str(path), "--judge", str(figures)]) == 1
+    assert "FAIL  xla.speedup" in capsys.readouterr().out
+
+
+def test_thresholds_and_the_workloads_derive_the_same_calibrated_floors(tmp_path):
+    path = tmp_path / "a100.toml"
+    figures = [
+        calibfile.FigureRuns(
+            "resnet50.images_per_s.amp", (2000.0, 2100.0, 2150.0), "", "min", None
+        ),
+        calibfile.FigureRuns("mirrored.gpu_utilization_spread_pct", (4.0, 6.0), "%", "max", None),
+    ]
+    kind = (A100, 8, "nvswitch")
+    path.write_text(
+        calibfile.render(kind, host="g", date="d", margin=0.85, figures=figures, run_ids=["r"])
+    )
+    args = thresholds_cmd.build_parser().parse_args(
+        [
+            "--gpu-model",
+            A100,
+            "--gpu-count",
+            "8",
+            "--interconnect",
+            "nvswitch",
+            "--calibration",
+            str(path),
+        ]
+    )
+    shown = {f.name: f for f in host_floors(args)}
+    run = Run(workload="resnet50", args=argparse.Namespace(quick=False))
+    run.gpus, run.gpu_model = [f"/device:GPU:{i}" for i in range(8)], A100
+    run.config["topology"] = {"name": "nvlink", "reason": "test"}
+    load_floors(run, calibration.read_data(path))
+    assert shown == run.floors
+    assert shown["resnet50.images_per_s.amp"].value == pytest.approx(0.85 * 2100.0)
+    assert shown["mirrored.gpu_utilization_spread_pct"].value == pytest.approx(5.0 / 0.85, abs=1e-3)
