@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import math
 import statistics
 import sys
 from datetime import datetime, timezone
@@ -30,7 +31,9 @@ class CalibrationError(Exception):
 
 
 def _is_number(value: object) -> bool:
-    return isinstance(value, int | float) and not isinstance(value, bool)
+    """A finite number: a NaN or infinite figure (a broken measurement) makes no floor."""
+    ok = isinstance(value, int | float) and not isinstance(value, bool)
+    return ok and math.isfinite(value)  # type: ignore[arg-type]
 
 
 def check_args(args: argparse.Namespace) -> None:

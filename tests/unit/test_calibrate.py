@@ -170,6 +170,14 @@ def test_a_cpu_calibration_judges_only_gpu_less_hosts(tmp_path, fake_runs, monke
         )
 
 
+def test_a_non_finite_figure_makes_no_floor(tmp_path, fake_runs, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    fake_runs += [_document([_cpu_workload(v)]) for v in (1.2, float("nan"), float("inf"))]
+    assert calibrate.run(_args(tmp_path, "--limit", "gpu01")) == 0
+    cal = calibration.load("calibration/cpu-0x-none.toml")
+    assert cal.figures["xla.speedup"].values == (1.2,)
+
+
 def test_a_failing_run_is_not_a_known_good_host(tmp_path, capsys, fake_runs, monkeypatch):
     monkeypatch.chdir(tmp_path)
     bad = _document([_cpu_workload(1.2)], status="fail")
