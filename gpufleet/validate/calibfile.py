@@ -126,7 +126,7 @@ def render(
             f"[figures.{_toml(fig.name)}]",
             f"# floor {sign} {derived_floor(fig, margin):.4g} {fig.unit}".rstrip(),
             f"# replaces: {was}"[:300],
-            f"values = [{', '.join(repr(round(v, 6)) for v in fig.values)}]",
+            f"values = [{', '.join(repr(float(v)) for v in fig.values)}]",
             f"spread = {round(cal.spread, 4)}",
             f"unit = {_toml(fig.unit)}",
             f"bound = {_toml(fig.bound)}",
