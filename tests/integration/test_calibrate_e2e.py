@@ -125,7 +125,7 @@ def test_calibrate_writes_a_file_the_next_run_judges_with(inventory: Path, tmp_p
         for name in mine:
             floor = workload["config"]["floors"][name]
             assert floor["origin"].startswith(f"calibration ({cal_path}: median")
-            expected = cal.figures[name].median * cal.margin
+            expected = cal.figures[name].median * cal.figures[name].margin
             assert floor["value"] == pytest.approx(expected, abs=1e-3)
     assert "floors and their origins" in proc.stdout and "calibration" in proc.stdout
 
