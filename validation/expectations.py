@@ -44,6 +44,9 @@ class Expectations:
     payload_dir: str | None = None
     resolution: dict[str, Any] | None = None
     target: str | None = None
+    # The inventory's calibration_file as parsed on the control node (full tier only), handed
+    # to every workload as --calibration.
+    calibration: dict[str, Any] | None = None
 
     @property
     def spec(self) -> NodeSpec:
@@ -97,6 +100,7 @@ def spec_summary(spec: NodeSpec, resolution: Mapping[str, Any] | None) -> dict[s
         "kernel_module_flavor": spec.kernel_module_flavor,
         "gpu_count": spec.gpu_count,
         "gpu_less": spec.gpu_less,
+        "calibration_file": spec.calibration_file,
     }
     if resolution:
         for key in ("driver_branch", "min_driver", "cuda", "cudnn", "nccl", "tf_cuda"):

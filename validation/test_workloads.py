@@ -37,6 +37,7 @@ def workload_command(
     timeout_s: int,
     gpu: str | None = None,
     extra: dict[str, str] | None = None,
+    calibration: dict | None = None,
 ) -> str:
     """The shell command that runs one workload and prints only its JSON document.
 
@@ -54,6 +55,8 @@ def workload_command(
         args.append("--quick")
     if thresholds:
         args += ["--thresholds", shlex.quote(json.dumps(thresholds))]
+    if calibration:
+        args += ["--calibration", shlex.quote(json.dumps(calibration))]
     for option, value in (extra or {}).items():
         args += [shlex.quote(option), shlex.quote(value)]
     pin = "".join(f"{k}={shlex.quote(v)} " for k, v in visible_env(gpu).items())
@@ -119,6 +122,7 @@ def test_workload(
     info: Any,
     run_state: Any,
     record: Any,
+    expectations: Any,
 ) -> None:
     extra = {}
     nccl_tests = from_run(run_state) if workload == "allreduce" else None
@@ -134,6 +138,7 @@ def test_workload(
             timeout_s=TIMEOUT_S[tier],
             gpu=gpu,
             extra=extra,
+            calibration=expectations.calibration,
         )
         for gpu in gpus_under_test(workload, tier, len(info.gpus_on_bus))
     }

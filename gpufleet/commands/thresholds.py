@@ -26,7 +26,10 @@ def build_parser() -> argparse.ArgumentParser:
         "--interconnect nvswitch --judge results.json",
     )
     parser.add_argument(
-        "--gpu-model", required=True, help="name as nvidia-smi prints it, or PCI id"
+        "--gpu-model",
+        required=True,
+        help="name as nvidia-smi prints it, or PCI id ('cpu' with --gpu-count 0 --interconnect "
+        "none: a GPU-less host's calibration)",
     )
     parser.add_argument("--gpu-count", required=True, type=_count, help="GPUs in the host")
     parser.add_argument(

@@ -4,6 +4,7 @@ Example::
 
     gpufleet validate inventories/sandbox.py --tier quick --results-dir results/
     gpufleet validate @local --tier quick
+    gpufleet validate inventories/fleet.py --calibrate --limit gpu01 --runs 3
 
 Exit status: 0 every host passed, 1 a check failed somewhere, 2 validation could not run on
 some host (bad inventory, unreachable host, the suite broke) or the inventory is unusable,
@@ -16,6 +17,8 @@ import argparse
 from collections.abc import Sequence
 from pathlib import Path
 
+from gpufleet.validate import calibrate
+from gpufleet.validate.calibrate import DEFAULT_MARGIN, DEFAULT_RUNS
 from gpufleet.validate.runner import run
 
 
@@ -28,8 +31,9 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--tier",
         choices=("quick", "full"),
-        default="quick",
-        help="quick: host checks and 4 workloads with --quick; full: all 8 workloads at size",
+        default=None,
+        help="quick (default): host checks and the quick workloads with --quick; full: every "
+        "workload at size (--calibrate always runs full)",
     )
     parser.add_argument(
         "--limit", action="append", default=[], metavar="HOST", help="host or group (glob)"
@@ -62,8 +66,41 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="EXPR",
         help="run only the checks matching a pytest -k expression, e.g. 'host_state'",
     )
+    group = parser.add_argument_group(
+        "calibration", "run the full tier on one host you declare healthy and write its floors"
+    )
+    group.add_argument(
+        "--calibrate",
+        action="store_true",
+        help="write a calibration file (needs exactly one --limit HOST); an inventory's "
+        "calibration_file then gives a group of hosts of that kind its floors",
+    )
+    group.add_argument(
+        "--runs", type=int, default=DEFAULT_RUNS, metavar="N", help="full-tier runs (default 3)"
+    )
+    group.add_argument(
+        "--margin",
+        type=float,
+        default=DEFAULT_MARGIN,
+        help="floor = margin x the median of the runs (default 0.9)",
+    )
+    group.add_argument(
+        "--output",
+        type=Path,
+        metavar="PATH",
+        help="where to write it (default: calibration/<model>-<count>x-<interconnect>.toml)",
+    )
+    group.add_argument("--force", action="store_true", help="overwrite an existing file")
     return parser
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    return run(build_parser().parse_args(argv))
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if args.calibrate:
+        return calibrate.run(args)
+    used = [o for o, v in (("--output", args.output), ("--force", args.force)) if v]
+    if used:
+        parser.error(f"{', '.join(used)} only go with --calibrate")
+    args.tier = args.tier or "quick"
+    return run(args)

@@ -16,6 +16,12 @@ Format (TOML, ``schema = 1``), one file per GPU model, GPU count and interconnec
 
 A "min" floor becomes margin x the median of ``values``; a "max" floor (e.g. a spread)
 becomes the median / margin. The spread recorded is (max - min) / median.
+
+A GPU-less host (the sandbox) is calibrated as its own kind, ``gpu_model = "cpu"``,
+``gpu_count = 0``, ``interconnect = "none"``: its figures are CPU timings, which no GPU host's
+kind ever matches (``apply`` refuses it), and since gpufleet.matrix.floors has no floors for it,
+each figure makes its own floor (``bound`` and ``unit`` from the figure's table, "min" and ""
+by default). ``gpufleet validate --calibrate`` writes these files (gpufleet.validate.calibrate).
 """
 
 from __future__ import annotations
@@ -39,6 +45,11 @@ else:  # pragma: no cover - Python 3.10 hosts use the tomli backport, where it i
         tomllib = None
 
 SCHEMA = 1
+# The kind of a GPU-less host: CPU figures, for testing the calibration path only.
+CPU_MODEL, CPU_COUNT, CPU_INTERCONNECT = "cpu", 0, "none"
+_TOP_KEYS = {"schema", "gpu_model", "gpu_count", "interconnect", "host", "date", "margin"}
+_TOP_KEYS |= {"figures", "path"}  # path: where the runner read it (the workloads' origin text)
+_FIGURE_KEYS = {"values", "margin", "spread", "unit", "bound"}
 
 
 @dataclass(frozen=True)
@@ -48,6 +59,8 @@ class CalibratedFigure:
     name: str
     values: tuple[float, ...]
     margin: float
+    unit: str = ""
+    bound: str = "min"
 
     @property
     def median(self) -> float:
@@ -70,6 +83,17 @@ class Calibration:
     date: str
     figures: dict[str, CalibratedFigure]
 
+    @property
+    def is_cpu(self) -> bool:
+        """A GPU-less host's calibration (CPU figures): never applies to a GPU host."""
+        return self.gpu_model == CPU_MODEL
+
+    def describe(self) -> str:
+        """``NVIDIA H100 80GB HBM3 x8 (nvswitch)``, or ``a GPU-less host (CPU figures)``."""
+        if self.is_cpu:
+            return "a GPU-less host (CPU figures)"
+        return f"{self.gpu_model} x{self.gpu_count} ({self.interconnect})"
+
 
 def _margin(raw: object, where: str) -> float:
     if isinstance(raw, bool) or not isinstance(raw, (int, float)) or not 0 < raw <= 1:
@@ -80,6 +104,15 @@ def _margin(raw: object, where: str) -> float:
 def _figure(name: str, raw: object, margin: float, where: str) -> CalibratedFigure:
     if not isinstance(raw, dict):
         raise FloorError(f"{where}: [figures.{name!r}] must be a table with 'values'")
+    unknown = sorted(set(raw) - _FIGURE_KEYS)
+    if unknown:
+        raise FloorError(
+            f"{where}: figures.{name!r} has unknown key(s) {', '.join(unknown)}; a figure "
+            f"holds {', '.join(sorted(_FIGURE_KEYS))}"
+        )
+    unit, bound = raw.get("unit", ""), raw.get("bound", "min")
+    if not isinstance(unit, str) or bound not in ("min", "max"):
+        raise FloorError(f"{where}: figures.{name!r}: unit must be text, bound 'min' or 'max'")
     values = raw.get("values")
     if (
         not isinstance(values, list)
@@ -88,7 +121,21 @@ def _figure(name: str, raw: object, margin: float, where: str) -> CalibratedFigu
     ):
         raise FloorError(f"{where}: figures.{name!r}.values must be a non-empty list of numbers")
     own = _margin(raw["margin"], f"{where}: figures.{name!r}") if "margin" in raw else margin
-    return CalibratedFigure(name, tuple(float(v) for v in values), own)
+    return CalibratedFigure(name, tuple(float(v) for v in values), own, unit, bound)
+
+
+def _kind(gpu_model: str, gpu_count: object, interconnect: object, where: str) -> tuple:
+    """(model name, count, interconnect) checked: a known GPU model, or the CPU kind."""
+    if isinstance(gpu_count, bool) or not isinstance(gpu_count, int):
+        raise FloorError(f"{where}: gpu_count must be an integer, got {gpu_count!r}")
+    if gpu_model == CPU_MODEL:
+        if (gpu_count, interconnect) != (CPU_COUNT, CPU_INTERCONNECT):
+            raise FloorError(
+                f"{where}: gpu_model 'cpu' (a GPU-less host) goes with gpu_count = 0 and "
+                f"interconnect = 'none', got {gpu_count!r} and {interconnect!r}"
+            )
+        return CPU_MODEL, CPU_COUNT, CPU_INTERCONNECT
+    return find_model(gpu_model).name, gpu_count, str(interconnect)
 
 
 def parse(data: dict[str, Any], path: str = "<calibration>") -> Calibration:
@@ -98,10 +145,15 @@ def parse(data: dict[str, Any], path: str = "<calibration>") -> Calibration:
     missing = [k for k in ("gpu_model", "gpu_count", "interconnect", "figures") if k not in data]
     if missing:
         raise FloorError(f"{path}: missing key(s) {', '.join(missing)}")
-    model = find_model(str(data["gpu_model"])).name
-    count = data["gpu_count"]
-    if isinstance(count, bool) or not isinstance(count, int):
-        raise FloorError(f"{path}: gpu_count must be an integer, got {count!r}")
+    unknown = sorted(set(data) - _TOP_KEYS)
+    if unknown:
+        raise FloorError(
+            f"{path}: unknown key(s) {', '.join(unknown)}; a calibration file holds "
+            f"{', '.join(sorted(_TOP_KEYS - {'path'}))}"
+        )
+    model, count, interconnect = _kind(
+        str(data["gpu_model"]), data["gpu_count"], data["interconnect"], path
+    )
     margin = _margin(data.get("margin", 0.9), path)
     raw_figures = data["figures"]
     if not isinstance(raw_figures, dict) or not raw_figures:
@@ -111,26 +163,36 @@ def parse(data: dict[str, Any], path: str = "<calibration>") -> Calibration:
         path,
         model,
         count,
-        str(data["interconnect"]),
+        interconnect,
         str(data.get("host", "")),
         str(data.get("date", "")),
         figures,
     )
 
 
-def load(path: str | Path) -> Calibration:
-    """Read and parse one calibration file."""
+def read_data(path: str | Path) -> dict[str, Any]:
+    """One calibration file's parsed TOML, checked (``parse``), with ``path`` added: the
+    document the runner hands to the workloads as ``--calibration``."""
     if tomllib is None:
         raise FloorError("reading a calibration TOML file needs Python >= 3.11 or tomli")
     try:
         text = Path(path).read_text(encoding="utf-8")
     except OSError as exc:
         raise FloorError(f"cannot read calibration file {path}: {exc.strerror}") from None
+    except UnicodeDecodeError:
+        raise FloorError(f"{path} is not a text file: give a calibration TOML file") from None
     try:
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
         raise FloorError(f"{path} is not valid TOML: {exc}") from None
-    return parse(data, str(path))
+    data["path"] = str(path)
+    parse(data, str(path))
+    return data
+
+
+def load(path: str | Path) -> Calibration:
+    """Read and parse one calibration file."""
+    return parse(read_data(path), str(path))
 
 
 def apply(
@@ -138,15 +200,24 @@ def apply(
 ) -> list[Floor]:
     """The floors with every calibrated figure's floor replaced, the origin naming the file.
 
-    The file must be for the same model, count and interconnect; every figure must name a floor.
+    The file must be for the same model, count and interconnect; every figure must name a floor,
+    except in a CPU calibration (``gpu_model`` "cpu"), where each figure makes its own floor.
     """
-    asked = (find_model(gpu_model).name, gpu_count, canonical_interconnect(interconnect, gpu_count))
+    asked = _kind(gpu_model, gpu_count, interconnect, "the host")
+    asked = (*asked[:2], canonical_interconnect(asked[2], gpu_count))
     made = (cal.gpu_model, cal.gpu_count, canonical_interconnect(cal.interconnect, cal.gpu_count))
     if asked != made:
+        what = f"{asked[0]} x{asked[1]} ({asked[2]})"
+        what = "a GPU-less host" if asked[0] == CPU_MODEL else what
         raise FloorError(
-            f"{cal.path} calibrates {made[0]} x{made[1]} ({made[2]}), not {asked[0]} "
-            f"x{asked[1]} ({asked[2]}): use a calibration file of this kind of host"
+            f"{cal.path} calibrates {cal.describe()}, not {what}: use a calibration file "
+            "written on this kind of host (gpufleet validate --calibrate)"
         )
+    if cal.is_cpu:  # no published floors for CPU timings: the file's figures are the floors
+        floors = [
+            Floor(f.name, None, f.unit, "no floor for CPU figures", f.bound)
+            for f in cal.figures.values()
+        ]
     names = [f.name for f in floors]
     unknown = sorted(set(cal.figures) - set(names))
     if unknown:

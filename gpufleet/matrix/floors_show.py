@@ -15,7 +15,16 @@ from gpufleet.matrix.floors import Floor, FloorError, floors_for
 
 def host_floors(args: argparse.Namespace) -> list[Floor]:
     """The floors for the arguments' host kind, with the calibration file applied if given."""
-    floors = floors_for(args.gpu_model, args.gpu_count, args.interconnect)
+    if args.gpu_model == calibration.CPU_MODEL:
+        # A GPU-less host has no published floors: its only floors are a CPU calibration's.
+        if not args.calibration:
+            raise FloorError(
+                "a GPU-less host (--gpu-model cpu --gpu-count 0 --interconnect none) has floors "
+                "only from a calibration file: add --calibration FILE"
+            )
+        floors = []
+    else:
+        floors = floors_for(args.gpu_model, args.gpu_count, args.interconnect)
     if args.calibration:
         cal = calibration.load(args.calibration)
         floors = calibration.apply(floors, cal, args.gpu_model, args.gpu_count, args.interconnect)

@@ -16,6 +16,7 @@ from gpufleet import __version__
 from gpufleet.report import plots
 from gpufleet.report.figures import Figure, number
 from gpufleet.report.fleet import Fleet, HostReport
+from gpufleet.report.origins import floor_rows
 from gpufleet.report.vendor_section import latest_vendor
 
 TEMPLATE_DIR = Path(__file__).parent / "templates"
@@ -180,6 +181,19 @@ def host_context(host: HostReport, check_names: list[str], figure_keys: list[str
         "baseline_note": host.baseline_note,
         "file_problems": host.problems,
         "gpus": gpu_rows((latest.get("gpu_health") or {}).get("gpus")),
+        "floors": [
+            {
+                "name": r.name,
+                "figure": format_value(number(r.figure), r.unit)
+                if number(r.figure) is not None or r.figure is None
+                else str(r.figure)[:60],
+                "floor": r.floor_text,
+                "kind": r.kind,
+                "label": r.label,
+                "origin": r.origin,
+            }
+            for r in floor_rows(latest)
+        ],
         "history_svg": Markup(plots.history_svg(host)),  # our own SVG: safe
         "vendor": vendor_context(host),
     }

@@ -9,6 +9,7 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
+from gpufleet.report.origins import floor_rows
 from gpufleet.report.vendor_section import vendor_of
 from gpufleet.text import cell
 
@@ -137,6 +138,30 @@ def vendor_table(doc: Mapping[str, Any]) -> Table | None:
     return table
 
 
+ORIGIN_STYLES = {"calibration": "cyan", "published": "green", "choice": "yellow", "none": "dim"}
+
+
+def floors_table(doc: Mapping[str, Any]) -> Table | None:
+    """The floors the host's workloads faced, each figure beside it, and where the floor came
+    from (calibration, a published figure, gpufleet's choice); None when no workload gave any."""
+    rows = floor_rows(doc)
+    if not rows:
+        return None
+    table = Table(title=cell(f"{doc['host']} — floors and their origins"), title_justify="left")
+    for column in ("figure", "value", "floor", "from"):
+        table.add_column(column, no_wrap=True)
+    table.add_column("origin", overflow="fold", max_width=80)
+    for row in rows:
+        table.add_row(
+            cell(row.name),
+            cell(format_figure(row.figure) if row.figure is not None else "-"),
+            cell(row.floor_text),
+            cell(row.label, ORIGIN_STYLES.get(row.kind, "")),
+            cell(row.origin),
+        )
+    return table
+
+
 def baseline_cell(note: Mapping[str, Any] | None) -> Text:
     """The fleet table's baseline column: ``new``, ``ok``, ``2 regressed``, ``-``."""
     if not note or note.get("state") in (None, "none"):
@@ -180,5 +205,8 @@ def print_report(docs: Sequence[Mapping[str, Any]], console: Console | None = No
         vendor = vendor_table(doc)
         if vendor is not None:
             console.print(vendor)
+        floors = floors_table(doc)
+        if floors is not None:
+            console.print(floors)
         console.print()
     console.print(fleet_table(docs))

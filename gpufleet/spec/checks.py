@@ -213,8 +213,27 @@ def value_errors(key: str, value: Any, shown: str) -> list[str]:
         return _sha256_errors(value)
     if key == "thresholds":
         return threshold_errors(value)
+    if key == "calibration_file":
+        return calibration_file_errors(value)
     if isinstance(value, str):
         return _format_errors(key, value)
+    return []
+
+
+_CALIBRATION_PATH = re.compile(r"[A-Za-z0-9_.+/-]{1,250}\.toml")
+
+
+def calibration_file_errors(value: str) -> list[str]:
+    """A path on the control node (absolute, or from where gpufleet runs) to a .toml file, of
+    plain characters; its content is checked when `gpufleet validate` reads it."""
+    parts = value.split("/")
+    if not _CALIBRATION_PATH.fullmatch(value) or {"..", "."} & set(parts) or "" in parts[1:]:
+        return [
+            f"calibration_file = {value!r} is not a plain path to a .toml file. Fix: letters, "
+            "digits and _ . + - between single slashes, no '..', ending in .toml, e.g. "
+            "'calibration/nvidia-h100-80gb-hbm3-8x-nvswitch.toml' (what gpufleet validate "
+            "--calibrate writes)."
+        ]
     return []
 
 

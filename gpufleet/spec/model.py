@@ -182,6 +182,7 @@ class NodeSpec:
     thresholds: dict[str, Any] = field(
         default_factory=dict, hash=False, metadata=_meta("validation threshold overrides by name")
     )
+    calibration_file: str | None = _key(None, "control-node calibration TOML: full-tier floors")
 
     @classmethod
     def from_host_data(cls, data: Mapping[str, Any]) -> NodeSpec:

@@ -18,6 +18,7 @@ from typing import Any
 from gpufleet.inventory import InventoryError, InventoryHost, load_hosts
 from gpufleet.report.schema import ResultsSchemaError, validate_results
 from gpufleet.text import plain
+from gpufleet.validate.calibfile import calibration_for
 from gpufleet.validate.hostrun import HostRun, describe_target, error_document
 from gpufleet.validate.results import (
     baseline_notes,
@@ -63,6 +64,7 @@ def expectations_for(
         python=python,
         payload_dir=payload_dir,
         target=describe_target(host),
+        calibration=calibration_for(spec, tier),
     ).to_dict()
 
 
@@ -169,15 +171,24 @@ def _output_problem(args: argparse.Namespace, run_id: str) -> str:
 
 def run(args: argparse.Namespace) -> int:
     """Validate the hosts ``gpufleet validate`` was given; write and show results; exit status."""
-    from gpufleet.report.terminal import print_report
-    from gpufleet.spec import SpecError
-
     try:
         hosts = load_hosts(args.inventory, args.limit)
     except InventoryError as exc:
         print(plain(f"gpufleet validate: {exc}"), file=sys.stderr)
         return 2
-    run_id = new_run_id()
+    args.tier = args.tier or "quick"
+    documents = run_hosts(args, hosts, new_run_id())
+    return documents if isinstance(documents, int) else exit_status(documents)
+
+
+def run_hosts(
+    args: argparse.Namespace, hosts: list[InventoryHost], run_id: str
+) -> list[dict[str, Any]] | int:
+    """One validation run of ``hosts`` at ``args.tier``: results written and shown; the
+    documents, or 2 when the results could not be written."""
+    from gpufleet.report.terminal import print_report
+    from gpufleet.spec import SpecError
+
     problem = _output_problem(args, run_id)  # before any host runs, not after all of them
     if problem:
         print(plain(f"gpufleet validate: {problem}"), file=sys.stderr)
@@ -269,4 +280,4 @@ def run(args: argparse.Namespace) -> int:
     )
     print(plain(f"results: {args.results_dir}/*/{run_id}.json  junit: {junit}"))
     shutil.rmtree(workdir, ignore_errors=True)
-    return exit_status(documents)
+    return documents

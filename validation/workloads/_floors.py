@@ -66,6 +66,9 @@ def host_kind(run: Run) -> tuple[str, int, str] | str:
 def load_floors(run: Run, calibration: dict[str, Any] | None) -> None:
     """Fill ``run.floors`` for this host (empty, with ``run.floors_reason``, when it has none)."""
     kind = host_kind(run)
+    if kind == NO_GPU and calibration is not None:
+        _load_cpu_calibration(run, calibration)
+        return
     if isinstance(kind, str):
         run.floors, run.floors_reason = {}, kind
         return
@@ -86,6 +89,30 @@ def load_floors(run: Run, calibration: dict[str, Any] | None) -> None:
     run.floors = {f.name: f for f in floors}
     run.floors_reason = None
     run.config["host_kind"] = {"gpu_model": model, "gpu_count": count, "interconnect": interconnect}
+
+
+def _load_cpu_calibration(run: Run, calibration: dict[str, Any]) -> None:
+    """A GPU-less host given a calibration: a CPU one (gpu_model "cpu") gives this workload's
+    figures their floors, each recorded in config["floors"] (the report shows their origin;
+    speed verdicts stay not applicable without a GPU). A GPU host's file is not applied here."""
+    try:
+        parsed = cal.parse(calibration, str(calibration.get("path", "--calibration")))
+        floors = cal.apply([], parsed, cal.CPU_MODEL, cal.CPU_COUNT, cal.CPU_INTERCONNECT)
+    except FloorError as exc:
+        if "calibrates" not in str(exc):
+            raise WorkloadError(str(exc)) from None
+        run.floors, run.floors_reason = {}, f"{NO_GPU} ({exc})"
+        return
+    run.floors = {f.name: f for f in floors}
+    run.floors_reason = None
+    run.config["host_kind"] = {
+        "gpu_model": cal.CPU_MODEL,
+        "gpu_count": cal.CPU_COUNT,
+        "interconnect": cal.CPU_INTERCONNECT,
+    }
+    for name in run.floors:
+        if name.startswith(f"{run.workload}."):
+            run.floor(name)
 
 
 def floor_evidence(floor: Floor) -> dict[str, Any]:
