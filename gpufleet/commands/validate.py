@@ -27,10 +27,14 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("inventory", help="pyinfra inventory: a file, host names, or @local")
     parser.add_argument(
         "--tier",
-        choices=("quick", "full"),
+        choices=("quick", "full", "cluster"),
         default="quick",
-        help="quick: host checks and 4 workloads with --quick; full: all 8 workloads at size",
+        help="quick: host checks and 4 workloads with --quick; full: all 8 workloads at size; "
+        "cluster: the selected hosts as one group (network between them, a multi-worker job)",
     )
+    parser.add_argument(
+        "--cluster-steps", type=int, default=300, metavar="N", help=argparse.SUPPRESS
+    )  # the cluster job's training steps (tests make it long enough to interrupt)
     parser.add_argument(
         "--limit", action="append", default=[], metavar="HOST", help="host or group (glob)"
     )
@@ -66,4 +70,9 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    return run(build_parser().parse_args(argv))
+    args = build_parser().parse_args(argv)
+    if args.tier == "cluster":
+        from gpufleet.cluster.run import run as run_cluster
+
+        return run_cluster(args)
+    return run(args)
