@@ -60,10 +60,11 @@ def find_culprits(
     tested = {frozenset((id(a), id(b))) for (a, b), _ok in known}
     named = []
     for suspect in suspects:
-        partner = good[0]
-        if frozenset((id(suspect), id(partner))) in tested:
-            named.append(suspect)  # already failed with a known good host
-        elif not probe(suspect, partner):
+        # A suspect in no passing pair that already failed beside a known good host is named;
+        # otherwise it is paired with one now.
+        if any(frozenset((id(suspect), id(g))) in tested for g in good) or not probe(
+            suspect, good[0]
+        ):
             named.append(suspect)
     how = f"pairs ({len(known)} in the first pass), suspects paired with a known good host"
     return named, how

@@ -175,9 +175,9 @@ def kill_script(pidfile: str) -> str:
     grace time. ``pidfile`` is already quoted for the shell."""
     return (
         f"p=$(cat {pidfile} 2>/dev/null); case \"$p\" in ''|*[!0-9]*) ;; *) "
-        f"kill -TERM -- -$p 2>/dev/null; kill -TERM $p 2>/dev/null; "
+        f"kill -s TERM -- -$p 2>/dev/null; kill -s TERM $p 2>/dev/null; "
         f"i=0; while kill -0 $p 2>/dev/null && [ $i -lt {TERM_GRACE_S * 10} ]; do sleep 0.1; "
-        f"i=$((i+1)); done; kill -KILL -- -$p 2>/dev/null; kill -KILL $p 2>/dev/null;; esac; "
+        f"i=$((i+1)); done; kill -s KILL -- -$p 2>/dev/null; kill -s KILL $p 2>/dev/null;; esac; "
         f"rm -f {pidfile}"
     )
 

@@ -45,5 +45,5 @@ def cluster_tools(plan: NodePlan | None = None):
     plan = plan or node_plan()
     packages, pinned = cluster_packages(plan.state.os_id, plan.state.os_version)
     release = f"{plan.state.os_id} {plan.state.os_version}"
-    how = "pinned" if pinned else f"no pin known for {release}: the archive's version"
-    gpufleet_apt.install(name=f"iperf3 and ping for the cluster tier, {how}", packages=packages)
+    how = "pinned" if pinned else f"the archive's version: no pin known for {release}"
+    gpufleet_apt.install(name=f"iperf3 and ping for the cluster tier ({how})", packages=packages)
