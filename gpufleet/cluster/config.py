@@ -36,6 +36,7 @@ class ClusterHost:
     gpu_less: bool
     sudo: bool
     textfile_dir: str | None  # None: node_exporter off, no Prometheus textfile
+    worker_port: int = WORKER_PORT
 
 
 def cluster_host(host: InventoryHost, alias: str) -> ClusterHost:
@@ -79,11 +80,11 @@ def endpoint(address: str, port: int) -> str:
     return f"[{address.strip('[]')}]:{port}" if ":" in address else f"{address}:{port}"
 
 
-def tf_config(hosts: Sequence[ClusterHost], index: int, port: int = WORKER_PORT) -> str:
+def tf_config(hosts: Sequence[ClusterHost], index: int) -> str:
     """TF_CONFIG of worker ``index``: every host one worker, in inventory order.
 
     Example: ``tf_config([h1, h2], 1)`` -> ``{"cluster": {"worker": ["10.0.0.1:23456",
     "10.0.0.2:23456"]}, "task": {"type": "worker", "index": 1}}``
     """
-    workers = [endpoint(h.address, port) for h in hosts]
+    workers = [endpoint(h.address, h.worker_port) for h in hosts]
     return json.dumps({"cluster": {"worker": workers}, "task": {"type": "worker", "index": index}})

@@ -16,7 +16,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from gpufleet.cluster.config import ClusterHost
+from gpufleet.cluster.config import IPERF3_PORT, ClusterHost
 
 # ssh options on top of the generated ssh_config: one connection per host for the whole run.
 MUX = ["-o", "ControlMaster=auto", "-o", "ControlPersist=120", "-o", "ConnectTimeout=10"]
@@ -136,7 +136,7 @@ class Launcher:
         pidfile = shlex.quote(f"{self.directory}/{label}.pid")
         self.run(host, kill_script(pidfile), timeout=TERM_GRACE_S + 30)
 
-    def cleanup(self, hosts: Sequence[ClusterHost], ports: Sequence[int]) -> dict[str, str]:
+    def cleanup(self, hosts: Sequence[ClusterHost], ports: Sequence[int] = ()) -> dict[str, str]:
         """End everything this run started on every host, remove the run's directory, and say
         per host what is left: ``"clean"`` or what still runs or listens."""
         left: dict[str, str] = {}
@@ -145,7 +145,7 @@ class Launcher:
             script = (
                 f'if [ -d {d} ]; then for f in {d}/*.pid; do [ -f "$f" ] || continue; '
                 f"{kill_script(chr(34) + '$f' + chr(34))}; done; rm -rf {d}; fi; "
-                + leftover_script(ports)
+                + leftover_script(sorted({host.worker_port, IPERF3_PORT, *ports}))
             )
             status, out, err = self.run(host, script, timeout=TERM_GRACE_S + 60)
             if status == 0 and not out.strip():
@@ -157,7 +157,12 @@ class Launcher:
         for remote in self.started:  # the local ssh ends once its remote command has
             if remote.proc.poll() is None:
                 remote.proc.kill()
-            remote.proc.communicate()
+            try:
+                remote.proc.communicate(timeout=10)
+            except subprocess.TimeoutExpired:  # a pipe still held open by a remote survivor
+                for pipe in (remote.proc.stdout, remote.proc.stderr):
+                    if pipe is not None:
+                        pipe.close()
         return left
 
     def close(self, hosts: Sequence[ClusterHost]) -> None:

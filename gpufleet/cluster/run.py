@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import shutil
+import signal
 import sys
 import tempfile
 from datetime import datetime, timezone
@@ -14,7 +15,7 @@ from gpufleet.cluster import culprit, network, training
 from gpufleet.cluster.config import PORTS, ClusterError, ClusterHost, cluster_host, group_name
 from gpufleet.cluster.launcher import Launcher
 from gpufleet.cluster.schema import new_document, validate_cluster_results
-from gpufleet.inventory import InventoryError, load_hosts
+from gpufleet.inventory import InventoryError, InventoryHost, load_hosts
 from gpufleet.text import plain
 from gpufleet.validate.runner import _output_problem, _write_private, new_run_id
 from gpufleet.validate.ssh import host_problem, ssh_config_text
@@ -26,11 +27,15 @@ NCCL_SKIP = {
 }
 
 
+def _interrupted(signum: int, _frame: Any) -> None:
+    raise KeyboardInterrupt(f"signal {signum}")
+
+
 def _now() -> str:
     return datetime.now(timezone.utc).isoformat(timespec="seconds")
 
 
-def _group(args: argparse.Namespace) -> tuple[list[ClusterHost], str]:
+def _group(args: argparse.Namespace) -> tuple[list[InventoryHost], list[ClusterHost], str]:
     inventory_hosts = load_hosts(args.inventory, args.limit)
     if len(inventory_hosts) < 2:
         raise ClusterError(
@@ -44,7 +49,7 @@ def _group(args: argparse.Namespace) -> tuple[list[ClusterHost], str]:
         if why:
             raise ClusterError(why)
         hosts.append(cluster_host(host, f"gpufleet-{index:03d}"))
-    return hosts, group_name(inventory_hosts, args.limit)
+    return inventory_hosts, hosts, group_name(inventory_hosts, args.limit)
 
 
 def network_checks(section: dict[str, Any]) -> list[dict[str, Any]]:
@@ -89,7 +94,9 @@ def training_section(
 ) -> tuple[dict[str, Any], list[str], str]:
     step = training.STEP
     group = training.run_job(launcher, hosts, steps=steps, step=step)
-    single = training.run_job(launcher, hosts, steps=steps, step=step, reference=True)
+    single = training.JobOutcome({})  # no reference to compare a failed job with
+    if not group.failure:
+        single = training.run_job(launcher, hosts, steps=steps, step=step, reference=True)
     section = training.judge(group, single, hosts)
     if section["status"] != "fail":
         return section, [], ""
@@ -109,39 +116,21 @@ def training_section(
     return section, [h.name for h in named], how
 
 
-def run(args: argparse.Namespace) -> int:
-    """Run the cluster tier on the inventory's (or --limit's) group; 0 pass, 1 fail, 2 error."""
+def run_group(
+    launcher: Launcher, hosts: list[ClusterHost], *, group: str, run_id: str, steps: int
+) -> dict[str, Any]:
+    """The group's network, its job, nccl-tests, culprits and clean-up: the results document."""
     from gpufleet.cluster import output
 
-    try:
-        hosts, group = _group(args)
-    except (InventoryError, ClusterError) as exc:
-        print(plain(f"gpufleet validate --tier cluster: {exc}"), file=sys.stderr)
-        return 2
-    run_id = new_run_id()
-    problem = _output_problem(args, run_id)
-    if problem:
-        print(plain(f"gpufleet validate: {problem}"), file=sys.stderr)
-        return 2
-    workdir = Path(tempfile.mkdtemp(prefix="gpufleet-cluster-"))
-    inventory_hosts = load_hosts(args.inventory, args.limit)
-    config = workdir / "ssh_config"
-    _write_private(
-        config,
-        ssh_config_text(
-            [(h.alias, ih) for h, ih in zip(hosts, inventory_hosts, strict=True)],
-            control_dir=workdir,
-        ),
-    )
-    launcher = Launcher(config, run_id)
     doc = new_document(run_id=run_id, group=group, hosts=hosts, started_at=_now())
+    previous = signal.signal(signal.SIGTERM, _interrupted)  # a CI timeout cleans up too
     try:
         doc["network"] = network.measure(launcher, hosts)
         doc["checks"] += network_checks(doc["network"])
         named, how = network_culprits(hosts, doc["network"])
         if named or any(c["status"] == "fail" for c in doc["checks"]):
             doc["culprits"].append({"check": "network", "hosts": named, "how": how})
-        doc["training"], named, how = training_section(launcher, hosts, args.cluster_steps)
+        doc["training"], named, how = training_section(launcher, hosts, steps)
         doc["checks"].append(output.training_check(doc["training"]))
         if doc["training"]["status"] == "fail":
             doc["culprits"].append({"check": "training", "hosts": named, "how": how})
@@ -153,21 +142,46 @@ def run(args: argparse.Namespace) -> int:
     except KeyboardInterrupt:
         doc["run_error"] = "interrupted; the job was stopped on every host"
     finally:
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)  # the clean-up itself runs to its end
         doc["cleanup"] = launcher.cleanup(hosts, PORTS)
+        signal.signal(signal.SIGTERM, previous)
     doc["finished_at"] = _now()
     output.finish(doc)
     validate_cluster_results(doc)
+    return doc
+
+
+def run(args: argparse.Namespace) -> int:
+    """Run the cluster tier on the inventory's (or --limit's) group; 0 pass, 1 fail, 2 error."""
+    from gpufleet.cluster import output
+
     try:
+        inventory_hosts, hosts, group = _group(args)
+    except (InventoryError, ClusterError) as exc:
+        print(plain(f"gpufleet validate --tier cluster: {exc}"), file=sys.stderr)
+        return 2
+    run_id = new_run_id()
+    problem = _output_problem(args, run_id)
+    if problem:
+        print(plain(f"gpufleet validate: {problem}"), file=sys.stderr)
+        return 2
+    workdir = Path(tempfile.mkdtemp(prefix="gpufleet-cluster-"))
+    config = workdir / "ssh_config"
+    pairs = [(h.alias, ih) for h, ih in zip(hosts, inventory_hosts, strict=True)]
+    _write_private(config, ssh_config_text(pairs, control_dir=workdir))
+    launcher = Launcher(config, run_id)
+    try:
+        doc = run_group(launcher, hosts, group=group, run_id=run_id, steps=args.cluster_steps)
         paths = output.write_all(doc, args.results_dir, args.junit_xml)
+        prom = output.push_prometheus(launcher, hosts, doc)
     except OSError as exc:
         print(plain(f"gpufleet validate: cannot write results ({exc})"), file=sys.stderr)
-        launcher.close(hosts)
         return 2
-    prom = output.push_prometheus(launcher, hosts, doc)
-    launcher.close(hosts)
+    finally:
+        launcher.close(hosts)
+        shutil.rmtree(workdir, ignore_errors=True)
     output.print_group(doc)
     print(plain(f"results: {paths['json']}  junit: {paths['junit']}  html: {paths['html']}"))
     for line in prom:
         print(plain(line))
-    shutil.rmtree(workdir, ignore_errors=True)
     return {"pass": 0, "fail": 1}.get(doc["status"], 2)

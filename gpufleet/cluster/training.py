@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from gpufleet.cluster.config import PORTS, WORKER_PORT, ClusterHost, tf_config
+from gpufleet.cluster.config import PORTS, ClusterHost, tf_config
 from gpufleet.cluster.launcher import Launcher, Remote
 
 PER_WORKER_BATCH = 32
@@ -23,6 +23,7 @@ DEFAULT_STEPS = 300
 LOSS_RTOL = 1e-4
 WEIGHTS_ATOL = 1e-4
 JOB_TIMEOUT_S = 600
+FAILURE_GRACE_S = 1.0
 WORKER_LABEL = "tf-worker"
 # The step every worker trains: a name in validation.cluster.steps.STEPS (a reference step
 # from the workloads, e.g. ResNet-50, can be registered there and named here).
@@ -97,7 +98,7 @@ def run_job(
     started = time.monotonic()
     remotes: list[Remote] = []
     for index, host in enumerate(chosen):
-        config = None if reference else tf_config(chosen, index, WORKER_PORT)
+        config = None if reference else tf_config(chosen, index)
         label = f"{WORKER_LABEL}-ref" if reference else WORKER_LABEL
         remotes.append(
             launcher.start(
@@ -106,25 +107,35 @@ def run_job(
         )
     outcome = JobOutcome(documents={})
     pending = list(remotes)
-    while pending and not outcome.failure:
+    failed: list[tuple[Remote, int | None, str]] = []
+    while pending and not failed:
         if time.monotonic() - started > timeout:
             outcome.failure = f"the job did not finish within {timeout:.0f} s"
             break
-        for remote in list(pending):
-            if not remote.finished():
-                continue
+        for remote in [r for r in pending if r.finished()]:
             pending.remove(remote)
             status, out, err = remote.wait(10)
             doc = _document(out) if status == 0 else None
             if doc is None:
-                tail = " | ".join(err.strip().splitlines()[-3:])[:400]
-                outcome.failure = f"the worker on {remote.host.name} {_exit_words(status)}" + (
-                    f": {tail}" if tail else ""
-                )
-                outcome.failed_host = remote.host.name
-                break
-            outcome.documents[remote.host.name] = doc
+                failed.append((remote, status, err))
+            else:
+                outcome.documents[remote.host.name] = doc
         time.sleep(0.2)
+    if failed:
+        # Its peers fail soon after a lost worker: look once more, then name the worker that
+        # was killed by a signal, else the first seen to fail.
+        time.sleep(FAILURE_GRACE_S)
+        for remote in [r for r in pending if r.finished()]:
+            pending.remove(remote)
+            status, _out, err = remote.wait(10)
+            failed.append((remote, status, err))
+        signalled = [f for f in failed if f[1] is not None and f[1] > 128]
+        remote, status, err = signalled[0] if len(signalled) == 1 else failed[0]
+        tail = " | ".join(err.strip().splitlines()[-3:])[:400]
+        outcome.failure = f"the worker on {remote.host.name} {_exit_words(status)}" + (
+            f": {tail}" if tail else ""
+        )
+        outcome.failed_host = remote.host.name
     if outcome.failure:
         for remote in pending:  # stop the rest now: they would wait on the lost peer
             launcher.stop(remote.host, remote.label)

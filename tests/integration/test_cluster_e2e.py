@@ -150,23 +150,31 @@ def test_the_cluster_tier_passes_once_the_link_is_back(fleet: Sandbox, tmp_path:
     print(f"cluster tier, 3 hosts: {wall_s:.0f} s")
 
 
-def test_a_killed_worker_fails_the_tier_and_nothing_is_left(fleet: Sandbox, tmp_path: Path) -> None:
+def start_long_run(results: Path) -> subprocess.Popen[str]:
     command = [sys.executable, "-m", "gpufleet.cli", "validate", INVENTORY, "--tier", "cluster",
-               "--results-dir", str(tmp_path), "--cluster-steps", "1000000"]  # fmt: skip
-    proc = subprocess.Popen(command, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+               "--results-dir", str(results), "--cluster-steps", "1000000"]  # fmt: skip
+    return subprocess.Popen(command, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                             text=True)  # fmt: skip
+
+
+def training_worker(fleet: Sandbox, host: str) -> str:
+    """The PID of the host's worker once it trains (listening, then a few seconds more)."""
+    deadline = time.monotonic() + 300
+    while time.monotonic() < deadline:
+        if fleet.ssh(host, f"ss -Htln 'sport = :{WORKER_PORT}'").stdout.strip():
+            time.sleep(5)
+            pid = fleet.ssh(host, WORKER_PID).stdout.split()
+            if pid:
+                return pid[0]
+        time.sleep(1)
+    raise AssertionError(f"no worker trained on {host} within 300 s")
+
+
+def test_a_killed_worker_fails_the_tier_and_nothing_is_left(fleet: Sandbox, tmp_path: Path) -> None:
+    proc = start_long_run(tmp_path)
     try:
-        deadline = time.monotonic() + 300
-        pid = ""
-        while time.monotonic() < deadline and not pid:
-            # The worker is training once every worker listens (gRPC up) for a few seconds.
-            listening = fleet.ssh(THROTTLED, f"ss -Htln 'sport = :{WORKER_PORT}'").stdout
-            if listening.strip():
-                time.sleep(5)
-                pid = fleet.ssh(THROTTLED, WORKER_PID).stdout.strip()
-            time.sleep(1)
-        assert pid, "no worker started on the host within 300 s"
-        fleet.ssh(THROTTLED, f"kill -KILL {pid.split()[0]}")
+        pid = training_worker(fleet, THROTTLED)
+        fleet.ssh(THROTTLED, f"kill -KILL {pid}")
         out, err = proc.communicate(timeout=300)
     finally:
         if proc.poll() is None:
@@ -178,5 +186,22 @@ def test_a_killed_worker_fails_the_tier_and_nothing_is_left(fleet: Sandbox, tmp_
     assert training["status"] == "fail"
     assert f"the worker on {THROTTLED} exited 137 (killed by signal 9)" in training["reason"]
     assert {"check": "training", "hosts": [THROTTLED]}.items() <= doc["culprits"][-1].items()
+    assert set(doc["cleanup"].values()) == {"clean"}, doc["cleanup"]
+    assert not leftovers(fleet)
+
+
+def test_an_interrupted_run_stops_the_job_on_every_host(fleet: Sandbox, tmp_path: Path) -> None:
+    proc = start_long_run(tmp_path)
+    try:
+        training_worker(fleet, "gfsb-h3")
+        proc.terminate()  # SIGTERM, as a CI job's timeout sends it
+        out, err = proc.communicate(timeout=300)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
+    assert proc.returncode == 2, out[-4000:] + err[-2000:]
+    doc = the_document(tmp_path)
+    assert doc["status"] == "error" and doc["run_error"].startswith("interrupted")
     assert set(doc["cleanup"].values()) == {"clean"}, doc["cleanup"]
     assert not leftovers(fleet)
