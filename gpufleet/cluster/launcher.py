@@ -55,7 +55,7 @@ def background_script(
     command = " ".join(shlex.quote(a) for a in argv)
     return (
         f"(mkdir -m 700 {d} 2>/dev/null || [ -d {d} -a -O {d} ]) && echo $$ > {d}/{label}.pid "
-        f"&& {env_prefix(env)} {command}"
+        f"&& {env_prefix(env)} {command}; exit $?"
     )
 
 
@@ -176,14 +176,17 @@ class Launcher:
 
 
 def kill_script(pidfile: str) -> str:
-    """SIGTERM the process group in ``pidfile`` (and the process), SIGKILL what outlives the
-    grace time. ``pidfile`` is already quoted for the shell."""
+    """SIGTERM the process group in ``pidfile``, SIGKILL what outlives the grace time (TF
+    catches SIGTERM), then wait until the group is gone: a killed process holds its ports
+    until the kernel has torn it down. ``pidfile`` is already quoted for the shell."""
+    alive = "kill -s 0 -- -$p 2>/dev/null || kill -s 0 $p 2>/dev/null"
     return (
         f"p=$(cat {pidfile} 2>/dev/null); case \"$p\" in ''|*[!0-9]*) ;; *) "
         f"kill -s TERM -- -$p 2>/dev/null; kill -s TERM $p 2>/dev/null; "
-        f"i=0; while kill -0 $p 2>/dev/null && [ $i -lt {TERM_GRACE_S * 10} ]; do sleep 0.1; "
-        f"i=$((i+1)); done; kill -s KILL -- -$p 2>/dev/null; kill -s KILL $p 2>/dev/null;; esac; "
-        f"rm -f {pidfile}"
+        f"i=0; while {{ {alive}; }} && [ $i -lt {TERM_GRACE_S * 10} ]; do sleep 0.1; "
+        f"i=$((i+1)); done; kill -s KILL -- -$p 2>/dev/null; kill -s KILL $p 2>/dev/null; "
+        f"i=0; while {{ {alive}; }} && [ $i -lt 100 ]; do sleep 0.1; i=$((i+1)); done;; "
+        f"esac; rm -f {pidfile}"
     )
 
 

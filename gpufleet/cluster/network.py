@@ -49,12 +49,20 @@ def parse_iperf3(text: str) -> tuple[float | None, str]:
         doc = json.loads(text)
     except json.JSONDecodeError:
         return None, f"iperf3 printed no JSON: {text.strip()[:200]!r}"
+    if not isinstance(doc, dict):
+        return None, "iperf3 printed JSON that is not an object"
     if doc.get("error"):
         return None, f"iperf3: {doc['error']}"
+    end: dict[str, Any] = doc["end"] if isinstance(doc.get("end"), dict) else {}
     try:
-        return float(doc["end"]["sum_received"]["bits_per_second"]) / 1e9, ""
+        if "sum_received" in end:
+            return float(end["sum_received"]["bits_per_second"]) / 1e9, ""
+        streams = [s["receiver"]["bits_per_second"] for s in end["streams"]]
+        if streams:
+            return sum(float(v) for v in streams) / 1e9, ""
     except (KeyError, TypeError, ValueError):
-        return None, "iperf3's JSON has no end.sum_received.bits_per_second"
+        pass
+    return None, f"iperf3 reported no received throughput (end: {sorted(end) or 'empty'})"
 
 
 def parse_ping(text: str) -> tuple[float | None, float | None]:
@@ -124,9 +132,11 @@ def measure_link(launcher: Launcher, client: ClusterHost, server: ClusterHost) -
                 _status, _out, err = serving.wait(1)
                 error = f"iperf3 server on {server.name} exited: {err.strip()[:200]}"
                 break
-            _status, out, _err = launcher.run(client, client_argv, timeout=IPERF3_SECONDS + 30)
+            _status, out, err = launcher.run(client, client_argv, timeout=IPERF3_SECONDS + 30)
             gbps, error = parse_iperf3(out)
             if gbps is not None or "unable to connect" not in error:
+                if err.strip():
+                    error += f" (stderr: {err.strip()[-200:]})"
                 break
             time.sleep(0.5)
     finally:
@@ -157,7 +167,11 @@ def measure(launcher: Launcher, hosts: Sequence[ClusterHost]) -> dict[str, Any]:
     results = []
     for client, server in pairs:
         declared = min(client.interconnect_gbps, server.interconnect_gbps)
-        results.append(judge_link(measure_link(launcher, client, server), declared))
+        link = measure_link(launcher, client, server)
+        if link.get("error"):  # one more try with a fresh server before the link is failed
+            retry = measure_link(launcher, client, server)
+            link = {**retry, "first_try": link["error"]} if not retry.get("error") else link
+        results.append(judge_link(link, declared))
     return {
         "mode": mode,
         "margin": THROUGHPUT_MARGIN,

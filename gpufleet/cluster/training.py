@@ -75,6 +75,8 @@ def _document(out: str) -> dict[str, Any] | None:
 def _exit_words(status: int | None) -> str:
     if status is None:
         return "did not finish"
+    if status == 255:
+        return "lost its ssh session (exit 255: ssh failed, or the session was killed)"
     if status > 128:
         return f"exited {status} (killed by signal {status - 128})"
     return f"exited {status}"

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import subprocess
+import threading
 import time
 from pathlib import Path
 
@@ -43,6 +44,8 @@ def test_a_background_command_is_recorded_and_ended_with_its_children(tmp_path: 
     )
     # sshd gives each command its own session; setsid does the same here.
     proc = subprocess.Popen(["setsid", "sh", "-c", script])
+    # Reaped at once, as sshd reaps its session's shell: a zombie would count as alive.
+    threading.Thread(target=proc.wait, daemon=True).start()
     pidfile = Path(directory) / "tf-worker.pid"
     for _ in range(50):
         if pidfile.exists() and pidfile.read_text().strip():

@@ -32,6 +32,12 @@ class LocalShell(Launcher):
         script = script.replace(self.directory, f"{self.directory}-{host.name}")
         return ["setsid", "-w", "sh", "-c", script]
 
+    def start(self, host: ClusterHost, label: str, argv: Sequence[str], env=None):  # type: ignore[no-untyped-def]
+        remote = super().start(host, label, argv, env)
+        # Reaped at once, as sshd reaps its session's shell: a zombie would count as alive.
+        threading.Thread(target=remote.proc.wait, daemon=True).start()
+        return remote
+
     def close(self, hosts: Sequence[ClusterHost]) -> None:
         pass
 
