@@ -31,10 +31,23 @@ def test_environment_names_are_checked_and_values_quoted() -> None:
 def alive(pid: int) -> bool:
     try:
         os.kill(pid, 0)
-    except ProcessLookupError:
+        return Path(f"/proc/{pid}/stat").read_text().split()[2] != "Z"
+    except (ProcessLookupError, FileNotFoundError):
         return False
-    status = Path(f"/proc/{pid}/stat").read_text().split()[2]
-    return status != "Z"
+
+
+def group_members(leader: int) -> list[int]:
+    """Live processes of the process group ``leader`` leads."""
+    members = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            if os.getpgid(int(entry.name)) == leader and alive(int(entry.name)):
+                members.append(int(entry.name))
+        except ProcessLookupError:
+            continue
+    return members
 
 
 def test_a_background_command_is_recorded_and_ended_with_its_children(tmp_path: Path) -> None:
@@ -54,15 +67,7 @@ def test_a_background_command_is_recorded_and_ended_with_its_children(tmp_path: 
     leader = int(pidfile.read_text())
     assert oct(Path(directory).stat().st_mode)[-3:] == "700"
     time.sleep(0.3)
-    group = (
-        [
-            int(p.name)
-            for p in Path("/proc").iterdir()
-            if p.name.isdigit() and os.getpgid(int(p.name)) == leader
-        ]
-        if alive(leader)
-        else []
-    )
+    group = group_members(leader)
     assert len(group) >= 3  # the shell, sh -c, two sleeps
     subprocess.run(["sh", "-c", launcher.kill_script(f"'{pidfile}'")], check=True, timeout=30)
     proc.wait(timeout=10)
@@ -95,3 +100,25 @@ def test_the_leftover_check_prints_nothing_when_clean_and_the_listener_otherwise
             ["sh", "-c", launcher.leftover_script([port])], capture_output=True, text=True
         )
     assert f"listening on {port}:" in busy.stdout
+
+
+def test_a_command_that_ignores_sigterm_is_killed(tmp_path: Path) -> None:
+    """TensorFlow catches SIGTERM; the clean-up must not stop at asking."""
+    directory = str(tmp_path / "run")
+    script = launcher.background_script(
+        directory, "stubborn", ["sh", "-c", "trap '' TERM; sleep 300 & wait; sleep 300"], {}
+    )
+    proc = subprocess.Popen(["setsid", "sh", "-c", script])
+    threading.Thread(target=proc.wait, daemon=True).start()
+    pidfile = Path(directory) / "stubborn.pid"
+    for _ in range(50):
+        if pidfile.exists() and pidfile.read_text().strip():
+            break
+        time.sleep(0.1)
+    leader = int(pidfile.read_text())
+    time.sleep(0.3)
+    started = time.monotonic()
+    subprocess.run(["sh", "-c", launcher.kill_script(f"'{pidfile}'")], check=True, timeout=30)
+    assert time.monotonic() - started >= launcher.TERM_GRACE_S - 0.5  # it asked first
+    survivors = group_members(leader)
+    assert survivors == []
