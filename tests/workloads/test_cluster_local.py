@@ -14,9 +14,10 @@ from pathlib import Path
 
 import pytest
 
+from gpufleet.cluster import network
 from gpufleet.cluster.config import ClusterHost
 from gpufleet.cluster.launcher import Launcher
-from gpufleet.cluster.run import run_group
+from gpufleet.cluster.run import network_culprits, run_group
 
 pytestmark = pytest.mark.workload
 
@@ -81,11 +82,13 @@ def test_three_local_hosts_pass_the_tier_and_leave_nothing(tmp_path: Path) -> No
 
 def test_a_declared_speed_the_links_cannot_reach_fails_every_link(tmp_path: Path) -> None:
     launcher = LocalShell(tmp_path / "unused", "20261201T000000Z-local2")
-    doc = run_group(launcher, hosts(3200), group="local", run_id=launcher.run_id, steps=20)
-    assert doc["status"] == "fail"
-    assert {link["status"] for link in doc["network"]["links"]} == {"fail"}
-    assert doc["culprits"][0]["hosts"] == []  # every pair fails: no single host to name
-    assert "no host is known good" in doc["culprits"][0]["how"]
+    group = hosts(3200)
+    section = network.measure(launcher, group)
+    assert {link["status"] for link in section["links"]} == {"fail"}
+    assert all("< 2.24e+03 (0.7 x the declared 3200" in link["reason"] for link in section["links"])
+    named, how = network_culprits(group, section)
+    assert named == [] and "no host is known good" in how  # every pair fails: no one to name
+    assert set(launcher.cleanup(group).values()) == {"clean"}
 
 
 def worker_of_task(index: int) -> int | None:
