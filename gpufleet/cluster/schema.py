@@ -13,7 +13,8 @@
       "network": {"mode": "all_pairs" | "ring", "margin", "latency_max_ms", "iperf3": {},
                   "links": [{"source", "target", "gbps", "floor_gbps", "declared_gbps",
                              "latency_ms", "loss_pct", "interface", "mtu", "status",
-                             "reason", "error"}]},
+                             "reason", "error", "failed_tries": [iperf3 errors before
+                             the try that counted]}]},
       "training": {"status", "reason", "named", "workers": [...], "reference": {...},
                    "identical_weights", "max_weight_diff_vs_single",
                    "loss_rel_diff_vs_single", "speed": {"status", "reason"}},
