@@ -8,6 +8,7 @@ preflight is left untouched and reported failed; the other hosts carry on. The r
 wait) comes last, so a host that does not come back holds the others only at that operation.
 """
 
+from gpufleet.stages.cluster_tools import cluster_tools
 from gpufleet.stages.cuda_stack import cuda_stack
 from gpufleet.stages.dcgm import dcgm
 from gpufleet.stages.driver import driver
@@ -31,5 +32,6 @@ if preflight(plan=plan):
     nccl_tests(plan=plan)  # likewise: multi-GPU hosts
     python_env(plan=plan)
     validation_payload(plan=plan)
+    cluster_tools(plan=plan)  # iperf3 and ping for `gpufleet validate --tier cluster`
     periodic_checks(plan=plan)  # a no-op with periodic_checks: False
     run_end(plan=plan)  # lock released, then the reboot the driver needs (reboot policy)

@@ -30,11 +30,15 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("inventory", help="pyinfra inventory: a file, host names, or @local")
     parser.add_argument(
         "--tier",
-        choices=("quick", "full"),
+        choices=("quick", "full", "cluster"),
         default=None,
         help="quick (default): host checks and the quick workloads with --quick; full: every "
-        "workload at size (--calibrate always runs full)",
+        "workload at size (--calibrate always runs full); cluster: the selected hosts as one "
+        "group (network between them, a multi-worker job)",
     )
+    parser.add_argument(
+        "--cluster-steps", type=int, default=300, metavar="N", help=argparse.SUPPRESS
+    )  # the cluster job's training steps (tests make it long enough to interrupt)
     parser.add_argument(
         "--limit", action="append", default=[], metavar="HOST", help="host or group (glob)"
     )
@@ -103,4 +107,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     if used:
         parser.error(f"{', '.join(used)} only go with --calibrate")
     args.tier = args.tier or "quick"
+    if args.tier == "cluster":
+        from gpufleet.cluster.run import run as run_cluster
+
+        return run_cluster(args)
     return run(args)

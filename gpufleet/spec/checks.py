@@ -109,7 +109,14 @@ _MINIFORGE_VERSION = re.compile(r"[0-9][0-9A-Za-z.]{0,30}(?:-[0-9A-Za-z.]{1,30})
 MINIFORGE_ARCHES = ("x86_64", "aarch64", "ppc64le")
 # systemd.time(7) calendar expressions and shorthands: words, digits, * , . : / ~ - and spaces.
 _CALENDAR = re.compile(r"[A-Za-z0-9*,.:/~ -]{1,100}")
-_MAXIMA = {"reboot_timeout_s": 86400, "min_free_disk_gib": 100_000, "gpu_count": 1024}
+_MAXIMA = {
+    "reboot_timeout_s": 86400,
+    "min_free_disk_gib": 100_000,
+    "gpu_count": 1024,
+    "interconnect_gbps": 3200,  # 8x 400G NICs, the most a host declares today
+}
+# A host name or IPv4/IPv6 address, nothing a shell or TF_CONFIG gives meaning to.
+_ADDRESS = re.compile(r"(?![-.])[A-Za-z0-9._-]{1,253}|[0-9A-Fa-f:.]{2,45}")
 
 
 def path_errors(key: str, value: str) -> list[str]:
@@ -191,6 +198,13 @@ def value_errors(key: str, value: Any, shown: str) -> list[str]:
         return [f"{key} = {value!r} is negative. Fix: use 0 or more."]
     if key in _MAXIMA and value > _MAXIMA[key]:
         return [f"{key} = {value!r} is more than {_MAXIMA[key]}. Fix: give a real figure."]
+    if key == "interconnect_gbps" and value == 0:
+        return ["interconnect_gbps = 0 declares no link. Fix: the NIC speed in Gbit/s, e.g. 100."]
+    if key == "cluster_address" and not _ADDRESS.fullmatch(value):
+        return [
+            f"cluster_address = {value!r} is not a host name or IP address. Fix: e.g. "
+            "'10.1.0.5' or 'gpu-a.ib.example.net' (letters, digits, '.', '-', '_', ':')."
+        ]
     if key == "reboot_timeout_s" and value == 0:
         return ["reboot_timeout_s = 0 leaves no time for the host to come back. Fix: e.g. 600."]
     if key == "nvidia_repo_key_fingerprint" and not re.fullmatch(r"[0-9A-Fa-f]{40}", value):

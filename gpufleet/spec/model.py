@@ -179,6 +179,13 @@ class NodeSpec:
     textfile_dir: str = _key(
         "/var/lib/prometheus/node-exporter", "node-exporter textfile collector directory"
     )
+    # The cluster tier (gpufleet validate --tier cluster)
+    interconnect_gbps: int = _key(
+        10, "host-to-host link speed in Gbit/s the cluster tier judges iperf3 against"
+    )
+    cluster_address: str | None = _key(
+        None, "address the other hosts reach this one at (TF workers, iperf3); unset: ssh host"
+    )
     thresholds: dict[str, Any] = field(
         default_factory=dict, hash=False, metadata=_meta("validation threshold overrides by name")
     )

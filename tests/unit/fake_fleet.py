@@ -23,6 +23,7 @@ from gpufleet.stages import monitoring
 from gpufleet.stages import nccl_tests as nccl_tests_stage
 from gpufleet.stages import nvidia_repo as repo_stage
 from gpufleet.stages import python_env as env_stage
+from gpufleet.stages.cluster_tools import cluster_packages
 from gpufleet.stages.host_probe import DRIVER_MARKER
 from gpufleet.stages.node import disk_paths
 from gpufleet.stages.validation_payload import payload_archive, payload_paths
@@ -189,6 +190,8 @@ class FakeGpuHost:
                 installed[monitoring.NODE_EXPORTER] = "1.3.1-1"
                 units.append(f"{monitoring.NODE_EXPORTER}.service")
         installed[resolution.cuda_toolkit_package] = f"{resolution.cuda}.1-1"
+        tools, _pinned = cluster_packages(self.os_id, self.os_version)  # the cluster tier's
+        installed.update({n: v or "1.0-1" for n, _, v in (t.partition("=") for t in tools)})
         held = [name for name in driver_packages if resolution.pinning_package is None]
         if self._gets_nccl_tests(spec):
             installed.update({tool: "1.0-1" for tool in nccl_tests_stage.BUILD_TOOLS})

@@ -196,6 +196,7 @@ def test_fresh_host_plans_every_stage_in_order(fleet_plan):
         "gpufleet nccl_tests",
         "gpufleet python_env",
         "gpufleet validation_payload",
+        "gpufleet cluster_tools",
         "gpufleet monitoring",
     ]
     for expected in (
@@ -225,6 +226,8 @@ def test_fresh_host_plans_every_stage_in_order(fleet_plan):
         "gpufleet python_env | /opt/gpufleet/miniforge3/envs/tf/etc/gpufleet/requirements.lock"
         ".txt: hashed pip lock for tensorflow[and-cuda]==2.21.0",
         "gpufleet validation_payload | validation suite, versioned, with a current link",
+        "gpufleet cluster_tools | iperf3 and ping for the cluster tier (the archive's "
+        "version: no pin known for ubuntu 20.04)",
         "gpufleet monitoring | /etc/gpufleet/expectations.json: expectations for the periodic "
         "checks",
         "gpufleet monitoring | /etc/systemd/system/gpufleet-periodic.service, "
@@ -337,6 +340,7 @@ def test_prod_inventory_plan_reads_stage_by_stage():
         "gpufleet nccl_tests",
         "gpufleet python_env",
         "gpufleet validation_payload",
+        "gpufleet cluster_tools",
         "gpufleet monitoring",
         "gpufleet run_end",
     ]

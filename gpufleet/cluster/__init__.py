@@ -1,0 +1,1 @@
+"""The cluster tier: the network between hosts and a TensorFlow job across them, as one group."""

@@ -1,0 +1,90 @@
+"""The group the cluster tier runs on: its hosts, their addresses and ports, and TF_CONFIG."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from gpufleet.inventory import InventoryHost
+
+# The TensorFlow workers' gRPC port and iperf3's (its default): both must be open between
+# every pair of hosts of a group.
+WORKER_PORT = 23456
+IPERF3_PORT = 5201
+PORTS = (WORKER_PORT, IPERF3_PORT)
+
+
+class ClusterError(ValueError):
+    """The group cannot run the cluster tier; the message says what to fix."""
+
+
+@dataclass(frozen=True)
+class ClusterHost:
+    """One host of the group as the tier uses it.
+
+    ``address`` is where the other hosts reach it (``cluster_address``, else its SSH host
+    name); ``alias`` names it in the run's generated ssh_config.
+    """
+
+    name: str
+    alias: str
+    address: str
+    python: str
+    payload_dir: str
+    interconnect_gbps: int
+    gpu_less: bool
+    sudo: bool
+    textfile_dir: str | None  # None: node_exporter off, no Prometheus textfile
+    worker_port: int = WORKER_PORT
+
+
+def cluster_host(host: InventoryHost, alias: str) -> ClusterHost:
+    """A host of the group from its inventory entry; raises ClusterError (bad data, @local)."""
+    from gpufleet.spec import NodeSpec, SpecError
+    from gpufleet.stages.validation_payload import payload_paths
+    from validation.expectations import spec_data
+
+    if host.is_local:
+        raise ClusterError(
+            "the cluster tier runs across hosts over SSH; @local cannot be one of them "
+            "(list the hosts in an inventory file)"
+        )
+    try:
+        spec = NodeSpec.from_host_data(spec_data(host.data))
+    except SpecError as exc:
+        raise ClusterError(f"host {host.name}: {exc}") from None
+    return ClusterHost(
+        name=host.name,
+        alias=alias,
+        address=spec.cluster_address or str(host.ssh_hostname),
+        python=spec.python_bin,
+        payload_dir=payload_paths(spec.payload_dir)[1],
+        interconnect_gbps=spec.interconnect_gbps,
+        gpu_less=spec.gpu_less,
+        sudo=bool(host.data.get("_sudo")),
+        textfile_dir=spec.textfile_dir if spec.node_exporter else None,
+    )
+
+
+def group_name(hosts: Sequence[InventoryHost], limits: Sequence[str]) -> str:
+    """The group's name: the --limit given, else the first inventory group all hosts share."""
+    if limits:
+        return ",".join(limits)
+    shared = [g for g in hosts[0].groups if all(g in h.groups for h in hosts)] if hosts else []
+    return next((g for g in shared if not g.startswith("@")), "all")
+
+
+def endpoint(address: str, port: int) -> str:
+    """``host:port``, an IPv6 address in brackets."""
+    return f"[{address.strip('[]')}]:{port}" if ":" in address else f"{address}:{port}"
+
+
+def tf_config(hosts: Sequence[ClusterHost], index: int) -> str:
+    """TF_CONFIG of worker ``index``: every host one worker, in inventory order.
+
+    Example: ``tf_config([h1, h2], 1)`` -> ``{"cluster": {"worker": ["10.0.0.1:23456",
+    "10.0.0.2:23456"]}, "task": {"type": "worker", "index": 1}}``
+    """
+    workers = [endpoint(h.address, h.worker_port) for h in hosts]
+    return json.dumps({"cluster": {"worker": workers}, "task": {"type": "worker", "index": index}})

@@ -1,0 +1,49 @@
+"""The cluster tier's tools on every host: iperf3 and ping from the distribution's archive."""
+
+from __future__ import annotations
+
+from pyinfra.api import deploy
+
+from gpufleet.operations import apt as gpufleet_apt
+from gpufleet.stages.node import NodePlan, node_plan
+
+# Versions read from each release's archive indexes (security/updates pocket): Ubuntu 22.04
+# through the sandbox's apt proxy, Debian 12 with apt-cache policy. iperf3's package asks
+# whether to start a daemon at boot and defaults to no; the tier starts its own server, once.
+CLUSTER_PACKAGES: dict[tuple[str, str], list[str]] = {
+    ("ubuntu", "22.04"): [
+        "iperf3=3.9-1+deb11u1ubuntu0.1",
+        "libiperf0=3.9-1+deb11u1ubuntu0.1",
+        "iputils-ping=3:20211215-1ubuntu0.1",
+    ],
+    ("debian", "12"): [
+        "iperf3=3.12-1+deb12u2",
+        "libiperf0=3.12-1+deb12u2",
+        "iputils-ping=3:20221126-1+deb12u1",
+    ],
+}
+UNPINNED = ["iperf3", "iputils-ping"]
+
+
+def cluster_packages(os_id: str, os_version: str) -> tuple[list[str], bool]:
+    """(package specs, pinned) for a release: the pinned list, else the archive's versions."""
+    version = os_version.split(".")[0] if os_id == "debian" else os_version
+    pinned = CLUSTER_PACKAGES.get((os_id, version))
+    return (list(pinned), True) if pinned else (list(UNPINNED), False)
+
+
+@deploy("gpufleet cluster_tools")
+def cluster_tools(plan: NodePlan | None = None):
+    """
+    Install iperf3 and ping, pinned where gpufleet knows the release's version (not held:
+    they are the archive's own packages and take its security updates with a new pin).
+
+    .. code:: python
+
+        cluster_tools()
+    """
+    plan = plan or node_plan()
+    packages, pinned = cluster_packages(plan.state.os_id, plan.state.os_version)
+    release = f"{plan.state.os_id} {plan.state.os_version}"
+    how = "pinned" if pinned else f"the archive's version: no pin known for {release}"
+    gpufleet_apt.install(name=f"iperf3 and ping for the cluster tier ({how})", packages=packages)

@@ -1,0 +1,67 @@
+"""The cluster tier's network part: which links, how iperf3/ping output reads, the verdicts."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from gpufleet.cluster import network
+from gpufleet.cluster.config import ClusterHost
+
+FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "cluster"
+
+
+def host(name: str, gbps: int = 10) -> ClusterHost:
+    return ClusterHost(
+        name, f"a-{name}", f"10.0.0.{name[-1]}", "/py", "/p", gbps, True, False, None
+    )
+
+
+def test_small_groups_measure_every_ordered_pair_large_ones_a_ring() -> None:
+    three = [host(f"h{i}") for i in range(1, 4)]
+    mode, pairs = network.links(three)
+    assert mode == "all_pairs" and len(pairs) == 6
+    assert {(a.name, b.name) for a, b in pairs} >= {("h1", "h2"), ("h2", "h1"), ("h3", "h1")}
+    nine = [host(f"h{i}") for i in range(1, 10)]
+    mode, pairs = network.links(nine)
+    assert mode == "ring" and len(pairs) == 18
+    assert ("h9", "h1") in {(a.name, b.name) for a, b in pairs}
+
+
+def test_iperf3_json_reads_received_throughput_and_errors() -> None:
+    gbps, error = network.parse_iperf3((FIXTURES / "iperf3_3.12_loopback.json").read_text())
+    assert error == "" and gbps == pytest.approx(10.48, abs=0.01)
+    gbps, error = network.parse_iperf3((FIXTURES / "iperf3_3.12_refused.json").read_text())
+    assert gbps is None and "unable to connect" in error
+    assert network.parse_iperf3("iperf3: command not found")[0] is None
+
+
+def test_ping_summary_reads_average_and_loss() -> None:
+    assert network.parse_ping((FIXTURES / "ping_loopback.txt").read_text()) == (0.109, 0.0)
+    assert network.parse_ping("ping: unknown host") == (None, None)
+
+
+@pytest.mark.parametrize(
+    ("gbps", "latency", "loss", "status", "words"),
+    [
+        (9.4, 0.05, 0.0, "pass", ""),
+        (0.095, 0.05, 0.0, "fail", "0.095 Gbit/s < 7 (0.7 x the declared 10 Gbit/s)"),
+        (9.4, 2.5, 0.0, "fail", "latency 2.5 ms > 1.0 ms"),
+        (9.4, 0.05, 20.0, "fail", "20 % of pings lost"),
+        (9.4, None, None, "fail", "no ping answer"),
+    ],
+)
+def test_links_are_judged_against_the_declared_speed(
+    gbps: float, latency: float | None, loss: float | None, status: str, words: str
+) -> None:
+    link = {"source": "h1", "target": "h2", "gbps": gbps, "latency_ms": latency, "loss_pct": loss}
+    judged = network.judge_link(link, 10)
+    assert judged["status"] == status and judged["floor_gbps"] == pytest.approx(7.0)
+    assert words in judged["reason"] and (status == "pass") == (judged["reason"] == "")
+
+
+def test_an_address_that_is_not_plain_never_reaches_a_remote_shell() -> None:
+    assert network.plain_address("10.0.0.5") == "10.0.0.5"
+    with pytest.raises(ValueError):
+        network.plain_address("10.0.0.5;reboot")

@@ -1,0 +1,1 @@
+"""What the cluster tier runs on each host: one MultiWorkerMirroredStrategy worker per host."""
