@@ -44,6 +44,7 @@ def cluster_tools(plan: NodePlan | None = None):
     """
     plan = plan or node_plan()
     packages, pinned = cluster_packages(plan.state.os_id, plan.state.os_version)
-    release = f"{plan.state.os_id} {plan.state.os_version}"
-    how = "pinned" if pinned else f"the archive's version: no pin known for {release}"
+    # One name on every host: pyinfra shows an operation under the name its first host gave
+    # it, so a per-host detail (the release) would be shown for the wrong hosts.
+    how = "pinned" if pinned else "the archive's version: no pin known for this release"
     gpufleet_apt.install(name=f"iperf3 and ping for the cluster tier ({how})", packages=packages)
