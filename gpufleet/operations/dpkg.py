@@ -10,17 +10,31 @@ from pyinfra.api import QuoteString, StringCommand, operation
 from gpufleet.operations.apt import APT_GET
 
 # Checked again when the command runs (the plan's reading may be minutes old): dpkg finishes
-# what it left unconfigured, then apt completes what the broken run left half-installed.
-# apt refuses every install until this is done ("dpkg was interrupted, you must manually run
-# 'dpkg --configure -a'").
-_REPAIR = r"""set -e
-if [ -z "$(ls -A /var/lib/dpkg/updates 2>/dev/null)" ] && [ -z "$(dpkg --audit 2>/dev/null)" ]
-then
+# what it left unconfigured, then apt completes what the broken run left half-installed, then
+# dpkg configures what waited on that. apt refuses every install until this is done ("dpkg was
+# interrupted, you must manually run 'dpkg --configure -a'"). A package cut off mid-unpack (a
+# power cut) stays half-installed, and dpkg cannot configure what depends on it until apt
+# reinstalls it: so a failed first pass is not the end; only a host still unclean after all
+# three fails. The arguments are the apt-get command.
+_REPAIR = r"""set -u
+clean() {
+  [ -z "$(ls -A /var/lib/dpkg/updates 2>/dev/null)" ] && [ -z "$(dpkg --audit 2>/dev/null)" ]
+}
+if clean; then
   echo "gpufleet: dpkg is clean now: nothing to repair"
   exit 0
 fi
 echo "gpufleet: dpkg was interrupted; finishing its work: dpkg --configure -a, apt-get -f install"
-DEBIAN_FRONTEND=noninteractive dpkg --force-confdef --force-confold --configure -a
+configure() { DEBIAN_FRONTEND=noninteractive dpkg --force-confdef --force-confold --configure -a; }
+configure || echo "gpufleet: dpkg --configure -a left work for apt-get -f install"
+"$@" -f install || echo "gpufleet: apt-get -f install failed; dpkg gets one more pass"
+configure || true
+clean && exit 0
+dpkg --audit >&2
+echo "gpufleet: dpkg is still not clean after dpkg --configure -a and apt-get -f install" \
+  "(above). Fix: on the host, reinstall or purge the package named above (dpkg --configure -a" \
+  "shows its error), then run the deploy again." >&2
+exit 1
 """
 
 
@@ -42,5 +56,6 @@ def repaired(problems: Sequence[str]):
     if not problems:
         host.noop("dpkg is clean (dpkg --audit reports nothing)")
         return
-    yield StringCommand("sh -c", QuoteString(_REPAIR), "gpufleet-dpkg-repair")
-    yield StringCommand(APT_GET, "-f install")
+    yield StringCommand(
+        "sh -c", QuoteString(_REPAIR), "gpufleet-dpkg-repair", StringCommand("env", APT_GET)
+    )

@@ -24,6 +24,14 @@ DEPLOY_CODES: dict[str, tuple[str, str, str]] = {
         "/var/lib/apt/lists/lock`), let it finish or stop it, then re-run; never delete the lock "
         "files.",
     ),
+    "deploy-already-running": (
+        "error",
+        "gpufleet refused this deploy of the host because another gpufleet deploy holds the "
+        "host's deploy lock (/run/gpufleet-deploy.lock) right now.",
+        "Wait for the other deploy to finish and run again; if it is stuck, end it on the host "
+        "(`kill PID`, the pid in the message) first. A lock left by a deploy that died is taken "
+        "over by the next run on its own.",
+    ),
     "no-space-left": (
         "error",
         "A file system ran out of space (ENOSPC) during the install, so what was being written "
@@ -108,6 +116,7 @@ DEPLOY_PATTERNS: dict[str, tuple[str, ...]] = {
         r"Unable to acquire the dpkg frontend lock",
         r"Unable to lock directory /var/lib/apt/lists",
     ),
+    "deploy-already-running": (r"another gpufleet deploy runs on \S{1,200} \(pid \d{1,10}",),
     "no-space-left": (
         r"No space left on device",
         r"You don't have enough free space in",

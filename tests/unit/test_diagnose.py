@@ -60,6 +60,8 @@ EXPECTED = {
     "campaign-reboot-timeout.txt": ["reboot-timeout"],
     "campaign-host-unreachable-deploy.txt": ["ssh-connection-lost"],
     "campaign-host-unreachable-validate.txt": ["ssh-connection-lost"],
+    # recorded on the sandbox (SOURCES.md names the commands and the date)
+    "sandbox-two-deploys-refused.txt": ["deploy-already-running"],
 }
 CAMPAIGN = [name for name in EXPECTED if name.startswith("campaign-")]
 
