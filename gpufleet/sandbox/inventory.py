@@ -33,6 +33,8 @@ def group_data(state: SandboxState) -> dict[str, Any]:
         # No data-centre GPU here, so `auto` would skip DCGM: install its stand-ins all the same.
         "dcgm": "on",
     }
+    if state.slurm_controller:  # `sandbox up --slurm`: slurmctld on the first host
+        data.update(scheduler="slurm", slurm_controller=state.slurm_controller)
     if state.nvidia_repo_url:
         data.update(
             nvidia_repo_url=state.nvidia_repo_url,

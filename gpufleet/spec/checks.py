@@ -107,7 +107,17 @@ _MINIFORGE_VERSION = re.compile(r"[0-9][0-9A-Za-z.]{0,30}(?:-[0-9A-Za-z.]{1,30})
 MINIFORGE_ARCHES = ("x86_64", "aarch64", "ppc64le")
 # systemd.time(7) calendar expressions and shorthands: words, digits, * , . : / ~ - and spaces.
 _CALENDAR = re.compile(r"[A-Za-z0-9*,.:/~ -]{1,100}")
-_MAXIMA = {"reboot_timeout_s": 86400, "min_free_disk_gib": 100_000, "gpu_count": 1024}
+_MAXIMA = {
+    "reboot_timeout_s": 86400,
+    "min_free_disk_gib": 100_000,
+    "gpu_count": 1024,
+    "slurm_health_interval": 86400,
+}
+# A DNS name (RFC 1123 labels) or a dotted IPv4 address: it reaches scontrol's command line.
+_HOST_NAME = re.compile(
+    r"(?:[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?)(?:\.[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}"
+    r"[A-Za-z0-9])?)*"
+)
 
 
 def path_errors(key: str, value: str) -> list[str]:
@@ -160,6 +170,11 @@ def _format_errors(key: str, value: Any) -> list[str]:
             f"pip_trusted_host = {value!r} is not a host name (with an optional :port). Fix: "
             "e.g. 'pypi-mirror.example.net'."
         ]
+    if key == "slurm_controller" and (len(value) > 253 or not _HOST_NAME.fullmatch(value)):
+        return [
+            f"slurm_controller = {value!r} is not a host name or IPv4 address. Fix: e.g. "
+            "'slurmctl01' or '10.0.0.5' (the SlurmctldHost of slurm.conf)."
+        ]
     if key == "miniforge_version" and not _MINIFORGE_VERSION.fullmatch(value):
         return [f"miniforge_version = {value!r} is not a release like '25.3.0-3'."]
     if key == "periodic_schedule" and not _CALENDAR.fullmatch(value.strip() or "!"):
@@ -184,6 +199,11 @@ def value_errors(key: str, value: Any, shown: str) -> list[str]:
         return [f"{key} = {value!r} is negative. Fix: use 0 or more."]
     if key in _MAXIMA and value > _MAXIMA[key]:
         return [f"{key} = {value!r} is more than {_MAXIMA[key]}. Fix: give a real figure."]
+    if key == "slurm_health_interval" and value < 10:
+        return [
+            f"slurm_health_interval = {value!r} is under 10 s: Slurm would run the health check "
+            "back to back (0 turns it off). Fix: e.g. 300."
+        ]
     if key == "reboot_timeout_s" and value == 0:
         return ["reboot_timeout_s = 0 leaves no time for the host to come back. Fix: e.g. 600."]
     if key == "nvidia_repo_key_fingerprint" and not re.fullmatch(r"[0-9A-Fa-f]{40}", value):

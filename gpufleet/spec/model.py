@@ -169,6 +169,10 @@ class NodeSpec:
     textfile_dir: str = _key(
         "/var/lib/prometheus/node-exporter", "node-exporter textfile collector directory"
     )
+    # Scheduler (gpufleet.scheduler): health check drains, validate and rollout drain/resume
+    scheduler: str = _key("none", "the fleet's scheduler", ("none", "slurm"))
+    slurm_controller: str | None = _key(None, "slurmctld's host name or address")
+    slurm_health_interval: int = _key(300, "Slurm HealthCheckInterval (s) of the health check")
     thresholds: dict[str, Any] = field(
         default_factory=dict, hash=False, metadata=_meta("validation threshold overrides by name")
     )
