@@ -10,6 +10,8 @@ import re
 from dataclasses import dataclass, field
 
 REASON_PREFIX = "gpufleet:"
+# A rollout's drains: only the rollout resumes them (the health check and validate keep them).
+ROLLOUT_PREFIX = "gpufleet: rollout:"
 # scontrol keeps reasons of any length, but sinfo's table and Slurm's logs cut long ones.
 MAX_REASON = 200
 # A Slurm node name as gpufleet accepts it: what reaches scontrol's and squeue's argv.
@@ -67,8 +69,13 @@ class NodeState:
 
     @property
     def ours(self) -> bool:
-        """Drained by gpufleet (its reason starts with ``gpufleet:``)."""
-        return self.reason.startswith(REASON_PREFIX)
+        """Drained by a gpufleet check (the reason starts with ``gpufleet:``), not a rollout."""
+        return self.reason.startswith(REASON_PREFIX) and not self.held_by_rollout
+
+    @property
+    def held_by_rollout(self) -> bool:
+        """Drained by a gpufleet rollout, which alone resumes it."""
+        return self.reason.startswith(ROLLOUT_PREFIX)
 
     @property
     def out_of_service(self) -> bool:
@@ -127,8 +134,9 @@ def decide(node: NodeState, failure: tuple[str, str] | None) -> Action:
         if not node.responding:
             return Action("none", f"{node.name} is {node.state}, not responding: left to Slurm")
         if node.drained and not node.ours:
+            owner = "a gpufleet rollout" if node.held_by_rollout else "someone else"
             return Action(
-                "none", f"{node.name} is already drained by someone else ({node.reason!r}): kept"
+                "none", f"{node.name} is already drained by {owner} ({node.reason!r}): kept"
             )
         if node.drained and node.reason.startswith(reason):
             return Action("none", f"{node.name} is already drained: {node.reason}")
@@ -136,5 +144,6 @@ def decide(node: NodeState, failure: tuple[str, str] | None) -> Action:
     if node.drained and node.ours:
         return Action("resume", f"resume {node.name}: it passes (was: {node.reason})")
     if node.drained:
-        return Action("none", f"{node.name} stays drained: {node.reason!r} is not gpufleet's")
+        owner = "a rollout's" if node.held_by_rollout else "not gpufleet's"
+        return Action("none", f"{node.name} stays drained: {node.reason!r} is {owner}")
     return Action("none", f"{node.name} passes and is in service ({node.state})")

@@ -91,6 +91,10 @@ class Slurm:
     def resume(self, name: str) -> None:
         self._call(["scontrol", "update", f"NodeName={check_node_name(name)}", "State=RESUME"])
 
+    def out_of_service(self, names: Sequence[str] = ()) -> dict[str, str]:
+        """``{node: reason or state}`` for the nodes taking no new jobs now."""
+        return {n.name: n.reason or n.state for n in self.nodes(names).values() if n.out_of_service}
+
     def apply(self, name: str, failure: tuple[str, str] | None) -> Action:
         """Decide by the rule (gpufleet.scheduler.rule.decide) and carry it out."""
         action = decide(self.node(name), failure)

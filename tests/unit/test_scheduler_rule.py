@@ -73,6 +73,9 @@ FAIL = ("persistence", "nvidia-persistenced is inactive, expected active")
         ("n|draining|gpufleet: xid: Xid 79", None, "resume"),
         ("n|drained|operator: bad fan", None, "none"),  # drained by hand: left alone
         ("n|drained|GPUFLEET-ish but not ours", None, "none"),
+        # a rollout's drain is the rollout's to lift
+        ("n|drained|gpufleet: rollout: upgrading", None, "none"),
+        ("n|drained|gpufleet: rollout: upgrading", FAIL, "none"),
         ("n|idle|none", None, "none"),
     ],
 )
