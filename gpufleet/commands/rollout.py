@@ -40,6 +40,9 @@ def build_parser() -> argparse.ArgumentParser:
         help="seconds to wait for running jobs (default: as long as they run); then skip",
     )
     parser.add_argument("--tier", choices=("quick", "full"), default="quick", help="the gate")
+    parser.add_argument(
+        "--select", metavar="EXPR", help="gate on the checks matching this pytest -k expression"
+    )
     parser.add_argument("--limit", action="append", default=[], metavar="HOST")
     parser.add_argument("--dry", action="store_true", help="print the plan, change nothing")
     parser.add_argument(
@@ -147,6 +150,7 @@ def run(args: argparse.Namespace) -> int:
             results_dir=args.results_dir,
             log_dir=args.state_file.parent / "logs",
             data=args.data,
+            select=args.select,
         )
         result = machine.Rollout(
             saved, scheduler, steps, options, state_path=args.state_file, textfile=args.textfile

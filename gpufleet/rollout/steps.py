@@ -46,6 +46,7 @@ def real_steps(
     results_dir: Path,
     log_dir: Path,
     data: Sequence[str] = (),
+    select: str | None = None,
 ) -> Steps:
     """Steps that run the deploy, a reboot and the validation gate for one host each."""
     log_dir.mkdir(parents=True, exist_ok=True)
@@ -75,6 +76,7 @@ def real_steps(
             tier,
             "--results-dir",
             str(results_dir),
+            *(["--select", select] if select else []),
         ]
         return _run(argv, log_dir / f"{name}.validate.log")
 

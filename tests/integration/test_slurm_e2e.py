@@ -82,3 +82,94 @@ def test_inventory_says_slurm_and_names_the_controller(cluster: Sandbox) -> None
     assert proc.returncode == 0, proc.stderr
     assert '"scheduler": "slurm"' in proc.stdout
     assert f'"slurm_controller": "{cluster.state.hosts[0].address}"' in proc.stdout
+
+
+INTERVAL_S = 10  # slurm_health_interval for these tests: Slurm runs the check this often
+
+
+def node(cluster: Sandbox, name: str) -> tuple[str, str]:
+    """(state, reason) of a node as the controller's sinfo says."""
+    line = on_controller(cluster, f"sinfo -h -N -n {name} -o '%T|%E'").strip()
+    state, _, reason = line.partition("|")
+    return state, reason
+
+
+def wait_for(cluster: Sandbox, name: str, want, timeout: float) -> tuple[tuple[str, str], float]:
+    started = time.monotonic()
+    seen = node(cluster, name)
+    while not want(*seen) and time.monotonic() - started < timeout:
+        time.sleep(1)
+        seen = node(cluster, name)
+    return seen, time.monotonic() - started
+
+
+@pytest.fixture(scope="module")
+def integrated(cluster: Sandbox) -> Sandbox:
+    """The driver stand-ins, the payload and scheduler_integration deployed with pyinfra."""
+    started = time.monotonic()
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pyinfra",
+            "-y",
+            "inventories/sandbox.py",
+            "tests/integration/slurm_stages.py",
+            "--data",
+            f"slurm_health_interval={INTERVAL_S}",
+        ],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=900,
+        env={**os.environ, "PYINFRA_PROGRESS": "off"},
+    )
+    print(f"\ndeploy with scheduler_integration: {time.monotonic() - started:.1f} s")
+    assert proc.returncode == 0, (proc.stdout + proc.stderr)[-4000:]
+    return cluster
+
+
+def test_stage_names_the_health_check_and_keeps_the_gpu_less_gres(integrated: Sandbox) -> None:
+    conf = on_controller(integrated, "grep ^HealthCheck /etc/slurm/slurm.conf")
+    assert "HealthCheckProgram=/usr/local/sbin/gpufleet-healthcheck" in conf
+    assert f"HealthCheckInterval={INTERVAL_S}" in conf
+    gres = on_controller(integrated, "cat /etc/slurm/gres.conf")
+    assert "gpufleet sandbox" in gres  # no GPU on the bus: the stage left it alone
+
+
+def test_health_check_passes_fast_and_says_no_gpu(integrated: Sandbox) -> None:
+    started = time.monotonic()
+    proc = integrated.ssh(1, "/usr/local/sbin/gpufleet-healthcheck")
+    elapsed = time.monotonic() - started
+    print(f"\nhealth check on a sandbox host: {elapsed:.2f} s (incl. ssh)")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "no NVIDIA GPU" in proc.stdout and "pass     driver_packages" in proc.stdout
+    assert elapsed < 10
+
+
+def test_unhealthy_host_drained_fixed_resumed_hand_drain_kept(integrated: Sandbox) -> None:
+    sick, hand = integrated.state.hosts[1].name, integrated.state.hosts[2].name
+    for host in (sick, hand):
+        wait_for(integrated, host, lambda s, _r: s == "idle", 3 * INTERVAL_S)
+    on_controller(
+        integrated, f"scontrol update NodeName={hand} State=DRAIN Reason='operator: bad fan'"
+    )
+    for host in (sick, hand):
+        assert integrated.ssh(host, "systemctl stop nvidia-persistenced").returncode == 0
+    (state, reason), took = wait_for(
+        integrated,
+        sick,
+        lambda s, r: s.startswith("drain") and r.startswith("gpufleet:"),
+        3 * INTERVAL_S,
+    )
+    print(f"\ndrained {took:.1f} s after persistenced stopped (interval {INTERVAL_S} s)")
+    assert reason.startswith("gpufleet: persistence: nvidia-persistenced is inactive"), reason
+    assert node(integrated, hand)[1] == "operator: bad fan"
+    for host in (sick, hand):
+        assert integrated.ssh(host, "systemctl start nvidia-persistenced").returncode == 0
+    (state, reason), took = wait_for(integrated, sick, lambda s, _r: s == "idle", 3 * INTERVAL_S)
+    print(f"resumed {took:.1f} s after the fix")
+    assert state == "idle", (state, reason)
+    time.sleep(INTERVAL_S + 2)  # one more round of checks on the hand-drained host
+    state, reason = node(integrated, hand)
+    assert state.startswith("drain") and reason == "operator: bad fan", (state, reason)

@@ -261,3 +261,57 @@ def test_no_scheduler_runs_the_operators_commands_without_a_shell(tmp_path: Path
         NoScheduler("false").drain("gpu-1", "r")
     with pytest.raises(SchedulerError):
         NoScheduler("touch {host}").drain("$(reboot)", "r")
+
+
+def test_real_steps_run_pyinfra_and_validate_for_one_host(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from gpufleet.rollout import steps as real
+
+    record = tmp_path / "argv"
+    fake = tmp_path / "fake-python"
+    fake.write_text(
+        f'#!/bin/sh\nprintf "%s " "$@" >> {record}; echo >> {record}\n'
+        'case "$*" in *bad-host*) echo "host failed: driver mismatch"; exit 1;; esac\n'
+    )
+    fake.chmod(0o755)
+    monkeypatch.setattr(real.sys, "executable", str(fake))
+    got = real.real_steps(
+        "inv.py",
+        "deploy/gpu_node.py",
+        tier="quick",
+        results_dir=tmp_path / "r",
+        log_dir=tmp_path / "logs",
+        data=["driver_branch=580"],
+        select="host_state",
+    )
+    assert got.deploy("gpu-1") == (True, "")
+    assert got.reboot("gpu-1") == (True, "")
+    assert got.validate("gpu-1") == (True, "")
+    lines = record.read_text().splitlines()
+    assert lines[0].split() == [
+        "-m",
+        "pyinfra",
+        "-y",
+        "inv.py",
+        "deploy/gpu_node.py",
+        "--limit",
+        "gpu-1",
+        "--data",
+        "driver_branch=580",
+    ]
+    assert lines[1].split() == [
+        "-m",
+        "pyinfra",
+        "-y",
+        "inv.py",
+        "server.reboot",
+        "--limit",
+        "gpu-1",
+    ]
+    assert lines[2].split()[:5] == ["-m", "gpufleet.cli", "validate", "inv.py", "--limit"]
+    assert lines[2].split()[-2:] == ["--select", "host_state"]
+    ok_, message = got.validate("bad-host")
+    assert not ok_ and "exit 1" in message and "driver mismatch" in message
+    with pytest.raises(SchedulerError):
+        got.deploy("$(reboot)")
