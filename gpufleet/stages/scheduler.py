@@ -59,6 +59,9 @@ def healthcheck_script(payload_dir: str) -> str:
     return (
         "#!/bin/sh\n"
         "# gpufleet's fast node health check; drains/resumes this node (README, Slurm)\n"
+        "# slurmd runs it with a minimal environment: name the tools' directories\n"
+        "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin\n"
+        "export PATH\n"
         f"PYTHONPATH={shlex.quote(current)} exec {PYTHON} -m validation.healthcheck "
         f'--config {HEALTHCHECK_CONFIG} --slurm "$@"\n'
     )

@@ -35,7 +35,8 @@ def test_health_check_program_runs_the_payload_in_a_real_shell(tmp_path: Path) -
     script.chmod(0o755)
     if Path(scheduler.HEALTHCHECK_CONFIG).exists():
         pytest.skip(f"{scheduler.HEALTHCHECK_CONFIG} exists on this machine")
-    proc = subprocess.run([str(script)], capture_output=True, text=True, timeout=60)
+    # as slurmd starts it: no PATH of its own
+    proc = subprocess.run([str(script)], capture_output=True, text=True, timeout=60, env={})
     # it reached validation.healthcheck from the payload, which found no config here
     assert proc.returncode == 2, proc.stdout + proc.stderr
     assert f"cannot read {scheduler.HEALTHCHECK_CONFIG}" in proc.stderr
@@ -52,3 +53,27 @@ def test_scheduler_keys_are_checked() -> None:
     ):
         with pytest.raises(SpecError):
             NodeSpec.from_host_data(bad)
+
+
+def test_health_check_program_finds_its_tools_whatever_path_slurmd_gives(tmp_path: Path) -> None:
+    """slurmd gives the program next to no environment; the script sets PATH itself."""
+    import json
+
+    payload = tmp_path / "payload"
+    payload.mkdir()
+    (payload / "current").symlink_to(REPO_ROOT)
+    script = tmp_path / "gpufleet-healthcheck"
+    script.write_text(scheduler.healthcheck_script(str(payload)))
+    script.chmod(0o755)
+    config = tmp_path / "healthcheck.json"
+    config.write_text(json.dumps({"gpu_less": True, "driver_packages": ["nvidia-open"]}))
+    proc = subprocess.run(
+        [str(script), "--config", str(config), "--json"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={"PATH": "/nonexistent"},
+    )
+    doc = json.loads(proc.stdout.splitlines()[0])
+    messages = " ".join(message for _c, _s, message in doc["results"])
+    assert "not found" not in messages, messages  # dpkg-query and systemctl were found
