@@ -189,6 +189,7 @@ def push_files(state: SandboxState, state_dir: Path) -> None:
             if not node.exists():
                 os.mknod(node, 0o600 | stat.S_IFCHR, os.makedev(NVIDIA_MAJOR, index))
         staged = root / STAGED_KEY.lstrip("/")
+        staged.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
         staged.touch(mode=0o600)
         staged.write_bytes(key)
 
