@@ -105,9 +105,20 @@ def test_every_host_goes_through_every_state_one_at_a_time(tmp_path: Path) -> No
 
 
 def test_max_unavailable_two_runs_two_at_once(tmp_path: Path) -> None:
+    import threading
+
     sched = FakeScheduler(limit=2)
-    rollout(tmp_path, sched, ("h1", "h2", "h3", "h4")).run()
-    assert sched.peak == 2
+    both = threading.Barrier(2, timeout=10)  # each batch's two hosts deploy side by side
+    run = rollout(tmp_path, sched, ("h1", "h2", "h3", "h4"))
+    deploy = run.steps.deploy
+
+    def together(host: str) -> tuple[bool, str]:
+        both.wait()
+        return deploy(host)
+
+    run.steps.deploy = together
+    result = run.run()
+    assert sched.peak == 2 and {r.state for r in result.hosts.values()} == {"done"}
 
 
 def test_hosts_drained_by_others_count_against_max_unavailable(tmp_path: Path) -> None:
