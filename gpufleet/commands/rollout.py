@@ -105,7 +105,9 @@ def summary(state: st.RolloutState) -> None:
     counts = ", ".join(f"{n} {s}" for s, n in state.counts().items() if n)
     console.print(
         f"hosts: {counts}"
-        + (f"; stopped: {state.stopped_because}" if state.stopped_because else "")
+        + (f"; stopped: {state.stopped_because}" if state.stopped_because else ""),
+        soft_wrap=True,  # one line, whatever the width: scripts grep it
+        markup=False,
     )
 
 

@@ -137,8 +137,13 @@ def scheduler_integration(plan: NodePlan | None = None):
     def any_changed() -> bool:
         return any(op.did_change() for op in changed)
 
+    # slurmctld reads slurm.conf too (the hash of every node's copy must match its own); only
+    # the controller has it, and `systemctl try-restart` of a unit that does not exist fails.
+    commands = ["systemctl restart slurmd"]
+    if host.get_fact(Which, command="slurmctld"):
+        commands.append("systemctl try-restart slurmctld")
     server.shell(
         name="slurmd (and slurmctld where it runs) restarted for the new configuration",
-        commands=["systemctl restart slurmd", "systemctl try-restart slurmctld"],
+        commands=commands,
         _if=any_changed,
     )

@@ -263,6 +263,7 @@ def test_rollout_570_to_580_one_at_a_time_job_kill_and_failure(
     first, faulty, last = (h.name for h in integrated.state.hosts)
     unit = f"cat > /etc/systemd/system/gf-inject.service <<'EOF'\n{INJECT}EOF\n"
     assert integrated.ssh(faulty, unit + "systemctl enable gf-inject.service").returncode == 0
+    submitted = time.time()
     job = on_controller(integrated, f"sbatch --parsable -w {first} --wrap 'sleep 40'").strip()
     sampler = Sampler(integrated)
     started = time.monotonic()
@@ -276,10 +277,10 @@ def test_rollout_570_to_580_one_at_a_time_job_kill_and_failure(
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
     )
-    job_end = None
+    running_seen = False
     while saved_states(tmp_path).get(first) != "deploying" and proc.poll() is None:
-        if job_end is None and not on_controller(integrated, f"squeue -h -j {job}").strip():
-            job_end = time.time()
+        if saved_states(tmp_path).get(first) == "waiting-for-jobs":
+            running_seen |= bool(on_controller(integrated, f"squeue -h -j {job}").strip())
         time.sleep(0.5)
     os.killpg(proc.pid, signal.SIGKILL)  # the controller and its pyinfra child, mid-deploy
     proc.wait(30)
@@ -287,7 +288,9 @@ def test_rollout_570_to_580_one_at_a_time_job_kill_and_failure(
     print(f"\nkilled at {killed_at} after {time.monotonic() - started:.0f} s")
     history = json.loads((tmp_path / "state.json").read_text())["hosts"][0]["history"]
     deploying_at = next(t for t, s in history if s == "deploying")
-    assert job_end is not None and deploying_at >= job_end - 1, "deploy began before the job ended"
+    # the job (40 s) held the host in waiting-for-jobs: no deploy while it ran
+    assert running_seen, "the job was not seen running while the host waited for it"
+    assert deploying_at >= submitted + 38, f"deploy began {deploying_at - submitted:.0f} s in"
     assert killed_at[first] == "deploying"
     assert node(integrated, first)[1].startswith("gpufleet: rollout:")
     second = subprocess.run(
