@@ -263,8 +263,12 @@ def test_rollout_570_to_580_one_at_a_time_job_kill_and_failure(
     first, faulty, last = (h.name for h in integrated.state.hosts)
     unit = f"cat > /etc/systemd/system/gf-inject.service <<'EOF'\n{INJECT}EOF\n"
     assert integrated.ssh(faulty, unit + "systemctl enable gf-inject.service").returncode == 0
-    submitted = time.time()
     job = on_controller(integrated, f"sbatch --parsable -w {first} --wrap 'sleep 40'").strip()
+    deadline = time.monotonic() + 30  # a job still pending on a drained node never runs there
+    while not on_controller(integrated, f"squeue -h -t RUNNING -j {job}").strip():
+        assert time.monotonic() < deadline, f"job {job} did not start on {first}"
+        time.sleep(0.5)
+    submitted = time.time()  # running from here, for 40 s at most
     sampler = Sampler(integrated)
     started = time.monotonic()
     env = {**os.environ, "PYINFRA_PROGRESS": "off"}
@@ -280,7 +284,8 @@ def test_rollout_570_to_580_one_at_a_time_job_kill_and_failure(
     running_seen = False
     while saved_states(tmp_path).get(first) != "deploying" and proc.poll() is None:
         if saved_states(tmp_path).get(first) == "waiting-for-jobs":
-            running_seen |= bool(on_controller(integrated, f"squeue -h -j {job}").strip())
+            running = on_controller(integrated, f"squeue -h -t RUNNING -j {job}").strip()
+            running_seen |= bool(running)
         time.sleep(0.5)
     os.killpg(proc.pid, signal.SIGKILL)  # the controller and its pyinfra child, mid-deploy
     proc.wait(30)
@@ -290,7 +295,7 @@ def test_rollout_570_to_580_one_at_a_time_job_kill_and_failure(
     deploying_at = next(t for t, s in history if s == "deploying")
     # the job (40 s) held the host in waiting-for-jobs: no deploy while it ran
     assert running_seen, "the job was not seen running while the host waited for it"
-    assert deploying_at >= submitted + 38, f"deploy began {deploying_at - submitted:.0f} s in"
+    assert deploying_at >= submitted + 35, f"deploy began {deploying_at - submitted:.0f} s in"
     assert killed_at[first] == "deploying"
     assert node(integrated, first)[1].startswith("gpufleet: rollout:")
     second = subprocess.run(
