@@ -24,6 +24,9 @@ from gpufleet.scheduler.rule import ROLLOUT_PREFIX, SchedulerError, reason_text
 Step = Callable[[str], tuple[bool, str]]  # host -> (ok, message)
 Log = Callable[[str], None]
 POLL_S = 5.0
+# How long the rollout waits for a slot when hosts it did not fail are out of service (a
+# rebooted controller's nodes answer again within seconds; an operator may resume a drain).
+SLOT_WAIT_S = 600.0
 
 
 class Scheduler(Protocol):
@@ -91,6 +94,7 @@ class Rollout:
         self.sleep, self.clock = sleep, clock
         self._lock = threading.Lock()
         self.drain_reason = f"{ROLLOUT_PREFIX} upgrading"
+        self.blocked_by_others = False
 
     # ------------------------------------------------------------------ state file
     def _set(self, record: st.HostRecord, new: str, reason: str | None = None) -> None:
@@ -193,6 +197,7 @@ class Rollout:
         ours = {r.name for r in self.state.in_state(*st.IN_PROGRESS)}
         unavailable = set(out) | ours
         slots = self.options.max_unavailable - len(unavailable)
+        self.blocked_by_others = bool(unavailable - {r.name for r in self.state.in_state("failed")})
         if pending and slots <= 0:
             shown = ", ".join(sorted(unavailable))
             return [], (
@@ -210,9 +215,17 @@ class Rollout:
                 + ", ".join(r.name for r in resumed)
             )
         batch = resumed
+        waited_since = None
         while True:
             if not batch:
+                self.blocked_by_others = False
                 batch, why = self.next_batch()
+                if not batch and why and self.blocked_by_others:
+                    waited_since = waited_since if waited_since is not None else self.clock()
+                    if self.clock() - waited_since < SLOT_WAIT_S:
+                        self.sleep(POLL_S)  # a slot may free up: wait for it, then retry
+                        continue
+                waited_since = None
                 if not batch:
                     self.state.stopped_because = why
                     with self._lock:

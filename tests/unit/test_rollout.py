@@ -326,3 +326,29 @@ def test_real_steps_run_pyinfra_and_validate_for_one_host(
     assert not ok_ and "exit 1" in message and "driver mismatch" in message
     with pytest.raises(SchedulerError):
         got.deploy("$(reboot)")
+
+
+def test_a_host_out_of_service_for_a_while_is_waited_for_not_a_stop(tmp_path: Path) -> None:
+    """After the controller's own reboot its nodes answer again a few seconds later."""
+    sched = FakeScheduler(limit=2, others={"h1": "not responding"})
+    run = rollout(tmp_path, sched, ("h2", "h3"), options=machine.Options(max_unavailable=1))
+    polls = []
+
+    def sleep(_s: float) -> None:
+        polls.append(1)
+        if len(polls) == 3:
+            sched.drained.pop("h1")  # it registers again
+
+    run.sleep = sleep
+    result = run.run()
+    assert {r.state for r in result.hosts.values()} == {"done"} and len(polls) >= 3
+
+
+def test_a_slot_that_never_frees_stops_the_rollout_with_the_reason(tmp_path: Path) -> None:
+    sched = FakeScheduler(limit=2, others={"x9": "operator: bad fan"})
+    clock = iter(range(0, 100000, 100))
+    run = rollout(tmp_path, sched, ("h2",), options=machine.Options(max_unavailable=1))
+    run.clock = lambda: float(next(clock))
+    result = run.run()
+    assert result.hosts["h2"].state == "pending"
+    assert "--max-unavailable 1: no host can start" in result.stopped_because
