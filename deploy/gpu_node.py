@@ -19,6 +19,7 @@ from gpufleet.stages.nvidia_repo import nvidia_repo
 from gpufleet.stages.preflight import preflight
 from gpufleet.stages.python_env import python_env
 from gpufleet.stages.run_guard import run_end, run_start
+from gpufleet.stages.scheduler import scheduler_integration
 from gpufleet.stages.validation_payload import validation_payload
 
 plan = node_plan()  # validates the inventory (stops the whole run on a bad value)
@@ -34,4 +35,5 @@ if preflight(plan=plan):
     validation_payload(plan=plan)
     cluster_tools(plan=plan)  # iperf3 and ping for `gpufleet validate --tier cluster`
     periodic_checks(plan=plan)  # a no-op with periodic_checks: False
+    scheduler_integration(plan=plan)  # a no-op unless scheduler: slurm
     run_end(plan=plan)  # lock released, then the reboot the driver needs (reboot policy)

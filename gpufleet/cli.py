@@ -18,6 +18,10 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
         "gpufleet.commands.drift",
         "report what differs from the declared state, host by host",
     ),
+    "rollout": (
+        "gpufleet.commands.rollout",
+        "upgrade hosts a few at a time: drain, deploy, reboot, validate, resume",
+    ),
     "report": ("gpufleet.commands.report", "render results JSON into a fleet report"),
     "sandbox": ("gpufleet.commands.sandbox", "bring the local test fleet up or down (needs root)"),
     "diagnose": ("gpufleet.commands.diagnose", "name known GPU/TensorFlow failures in a log"),

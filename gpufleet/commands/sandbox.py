@@ -38,6 +38,11 @@ def build_parser() -> argparse.ArgumentParser:
         action="store_true",
         help="hosts and apt proxy only: no stand-in NVIDIA repository, wheelhouse or HTTP server",
     )
+    up.add_argument(
+        "--slurm",
+        action="store_true",
+        help="also run a Slurm cluster: slurmctld on the first host, slurmd on every host",
+    )
     sub.add_parser("status", help="show the running sandbox's hosts and services")
     sub.add_parser("down", help="stop every sandbox process and remove its namespaces and mounts")
     stop = sub.add_parser("stop", help="power one host off, keeping its disk (start boots it)")

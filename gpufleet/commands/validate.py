@@ -66,6 +66,13 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--parallel", type=int, default=4, metavar="N", help="hosts at once")
     parser.add_argument(
+        "--scheduler",
+        choices=("none", "slurm"),
+        default="none",
+        help="slurm: no speed workload on hosts running jobs; drain failing hosts, resume "
+        "passing ones gpufleet drained",
+    )
+    parser.add_argument(
         "--select",
         metavar="EXPR",
         help="run only the checks matching a pytest -k expression, e.g. 'host_state'",

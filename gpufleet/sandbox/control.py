@@ -19,7 +19,9 @@ Provision them with:  pyinfra -y inventories/sandbox.py deploy/gpu_node.py
 
 def cmd_up(args: argparse.Namespace) -> int:
     started = time.monotonic()
-    state = fleet.up(args.hosts, args.image, standins=not args.no_standins)
+    state = fleet.up(
+        args.hosts, args.image, standins=not args.no_standins, slurm=getattr(args, "slurm", False)
+    )
     elapsed = time.monotonic() - started
     print(f"sandbox up in {elapsed:.1f} s: {state.image}, {len(state.hosts)} host(s)")
     for host in state.hosts:

@@ -217,6 +217,7 @@ def up(
     image_name: str | None = None,
     *,
     standins: bool = True,
+    slurm: bool = False,
     state_dir: Path = STATE_DIR,
     cache: Path = CACHE_DIR,
     log: Log = print,
@@ -226,11 +227,18 @@ def up(
     check_prerequisites()
     check_inotify(count)
     with procs.exclusive(state_dir / ".lock", "sandbox", log):
-        return _up(count, image_name, standins, state_dir, cache, log)
+        return _up(count, image_name, standins, state_dir, cache, log, slurm=slurm)
 
 
 def _up(
-    count: int, image_name: str | None, standins: bool, state_dir: Path, cache: Path, log: Log
+    count: int,
+    image_name: str | None,
+    standins: bool,
+    state_dir: Path,
+    cache: Path,
+    log: Log,
+    *,
+    slurm: bool = False,
 ) -> SandboxState:
     leftovers = _down(state_dir, lambda _m: None)
     if leftovers:
@@ -273,6 +281,11 @@ def _up(
         else:
             state.notes.append("started without stand-ins (--no-standins): hosts only")
         save_state(state, state_dir)
+        if slurm:
+            from gpufleet.sandbox import slurm as sandbox_slurm
+
+            sandbox_slurm.setup(state, state_dir, log)
+            save_state(state, state_dir)
     except BaseException:
         _down(state_dir, log)
         raise

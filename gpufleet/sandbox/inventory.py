@@ -36,6 +36,8 @@ def group_data(state: SandboxState) -> dict[str, Any]:
         "dcgm": "on",
     }
     data.update(os_data(state.image))
+    if state.slurm_controller:  # `sandbox up --slurm`: slurmctld on the first host
+        data.update(scheduler="slurm", slurm_controller=state.slurm_controller)
     if state.nvidia_repo_url:
         data.update(
             nvidia_repo_url=state.nvidia_repo_url,

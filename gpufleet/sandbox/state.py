@@ -84,6 +84,7 @@ class SandboxState:
     pip_index_url: str = ""
     pids: dict[str, int] = field(default_factory=dict)
     kernel_release: str = ""
+    slurm_controller: str = ""  # the slurmctld host's address; empty: no Slurm cluster
     notes: list[str] = field(default_factory=list)
 
     def to_json(self) -> str:

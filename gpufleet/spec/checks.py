@@ -114,9 +114,15 @@ _MAXIMA = {
     "min_free_disk_gib": 100_000,
     "gpu_count": 1024,
     "interconnect_gbps": 3200,  # 8x 400G NICs, the most a host declares today
+    "slurm_health_interval": 86400,
 }
 # A host name or IPv4/IPv6 address, nothing a shell or TF_CONFIG gives meaning to.
 _ADDRESS = re.compile(r"(?![-.])[A-Za-z0-9._-]{1,253}|[0-9A-Fa-f:.]{2,45}")
+# A DNS name (RFC 1123 labels) or a dotted IPv4 address: it reaches scontrol's command line.
+_HOST_NAME = re.compile(
+    r"(?:[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?)(?:\.[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}"
+    r"[A-Za-z0-9])?)*"
+)
 
 
 def path_errors(key: str, value: str) -> list[str]:
@@ -174,6 +180,11 @@ def _format_errors(key: str, value: Any) -> list[str]:
             f"python_interpreter = {value!r} is not a Python command of the OS's archive. Fix: "
             "'python3' or a versioned one such as 'python3.9' (no path: apt installs it)."
         ]
+    if key == "slurm_controller" and (len(value) > 253 or not _HOST_NAME.fullmatch(value)):
+        return [
+            f"slurm_controller = {value!r} is not a host name or IPv4 address. Fix: e.g. "
+            "'slurmctl01' or '10.0.0.5' (the SlurmctldHost of slurm.conf)."
+        ]
     if key == "miniforge_version" and not _MINIFORGE_VERSION.fullmatch(value):
         return [f"miniforge_version = {value!r} is not a release like '25.3.0-3'."]
     if key == "periodic_schedule" and not _CALENDAR.fullmatch(value.strip() or "!"):
@@ -204,6 +215,11 @@ def value_errors(key: str, value: Any, shown: str) -> list[str]:
         return [
             f"cluster_address = {value!r} is not a host name or IP address. Fix: e.g. "
             "'10.1.0.5' or 'gpu-a.ib.example.net' (letters, digits, '.', '-', '_', ':')."
+        ]
+    if key == "slurm_health_interval" and value < 10:
+        return [
+            f"slurm_health_interval = {value!r} is under 10 s: Slurm would run the health check "
+            "back to back (0 turns it off). Fix: e.g. 300."
         ]
     if key == "reboot_timeout_s" and value == 0:
         return ["reboot_timeout_s = 0 leaves no time for the host to come back. Fix: e.g. 600."]

@@ -14,6 +14,7 @@ from pyinfra.api.hiddenvalue import HiddenValue
 from gpufleet import matrix
 from gpufleet.spec import urls
 from gpufleet.spec.checks import type_name, type_ok, value_errors
+from gpufleet.spec.combinations import combination_errors
 from gpufleet.spec.defaults import (
     MINIFORGE_SHA256,
     MINIFORGE_URL,
@@ -26,7 +27,6 @@ from gpufleet.spec.defaults import (
 )
 from gpufleet.spec.fields import key_field as _key  # short: it declares every key below
 from gpufleet.spec.fields import key_meta as _meta
-from gpufleet.spec.python_checks import python_env_errors
 
 
 class SpecError(ValueError):
@@ -186,6 +186,10 @@ class NodeSpec:
     cluster_address: str | None = _key(
         None, "address the other hosts reach this one at (TF workers, iperf3); unset: ssh host"
     )
+    # Scheduler (gpufleet.scheduler): health check drains, validate and rollout drain/resume
+    scheduler: str = _key("none", "the fleet's scheduler", ("none", "slurm"))
+    slurm_controller: str | None = _key(None, "slurmctld's host name or address")
+    slurm_health_interval: int = _key(300, "Slurm HealthCheckInterval (s) of the health check")
     thresholds: dict[str, Any] = field(
         default_factory=dict, hash=False, metadata=_meta("validation threshold overrides by name")
     )
@@ -344,32 +348,6 @@ def from_host_data(data: Mapping[str, Any]) -> NodeSpec:
             f"{len(errors)} inventory problems:\n" + "\n".join(f"  - {e}" for e in errors)
         )
     return spec
-
-
-def combination_errors(spec: NodeSpec) -> list[str]:
-    """Checks of values that only make sense together (e.g. ``secure_boot_plan`` and MOK paths)."""
-    errors = []
-    if spec.secure_boot_plan == "mok" and not (spec.mok_key_path and spec.mok_cert_path):
-        errors.append(
-            "secure_boot_plan = 'mok' needs mok_key_path and mok_cert_path. Fix: set both, or "
-            "use secure_boot_plan = 'ubuntu-signed' on Ubuntu."
-        )
-    if spec.gpu_less and spec.gpu_count:
-        errors.append(
-            f"gpu_less = True contradicts gpu_count = {spec.gpu_count}. Fix: drop one of them."
-        )
-    errors.extend(python_env_errors(spec))
-    if spec.driver_branch is not None and spec.driver_branch not in matrix.DRIVER_BRANCHES:
-        errors.append(
-            f"driver_branch = {spec.driver_branch} is not a known branch ("
-            f"{', '.join(map(str, matrix.DRIVER_BRANCHES))}). Fix: pick one, or leave it unset."
-        )
-    if spec.cuda_version is not None and spec.cuda_version not in matrix.CUDA_MIN_DRIVER:
-        errors.append(
-            f"cuda_version = {spec.cuda_version!r} is not known ("
-            f"{', '.join(matrix.CUDA_MIN_DRIVER)}). Fix: pick one, or leave it unset."
-        )
-    return errors
 
 
 _CACHE: dict[str, tuple[dict[str, Any], NodeSpec]] = {}

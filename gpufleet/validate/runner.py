@@ -242,6 +242,13 @@ def run_hosts(
             continue
         _write_private(run.expectations_path, json.dumps(doc, indent=2))
         pending.append(run)
+    selects = {run.alias: args.select for run in pending}
+    slurm = None
+    if getattr(args, "scheduler", "none") == "slurm":  # gpufleet.scheduler.validate_hook
+        from gpufleet.scheduler.validate_hook import SlurmValidate
+
+        slurm = SlurmValidate(workdir, log=lambda line: print(plain(line)))
+        selects = slurm.before(pending, args.select)
     try:
         with ThreadPoolExecutor(max_workers=max(1, args.parallel)) as pool:
             for future in [
@@ -251,11 +258,13 @@ def run_hosts(
                     tier=args.tier,
                     run_id=run_id,
                     ssh_config=ssh_config,
-                    select=args.select,
+                    select=selects[run.alias],
                 )
                 for run in pending
             ]:
                 future.result()
+        if slurm is not None:
+            slurm.after(pending)
     finally:
         if ssh_config is not None:
             close_masters(ssh_config, [alias for alias, _host in ssh_hosts])

@@ -1,0 +1,174 @@
+"""`gpufleet rollout INVENTORY [DEPLOY]`: upgrade the fleet a few hosts at a time, gated."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import tempfile
+from collections.abc import Sequence
+from pathlib import Path
+
+from gpufleet.inventory import InventoryError, InventoryHost, load_hosts
+from gpufleet.rollout import machine
+from gpufleet.rollout import state as st
+from gpufleet.scheduler.rule import SchedulerError
+
+EPILOG = """\
+Per host: pending -> draining -> waiting-for-jobs -> deploying -> rebooting -> validating ->
+resuming -> done; failed hosts stay drained with the reason. The state file is written after
+every transition: run the same command again to continue a rollout that was stopped.
+Example: gpufleet rollout inventories/prod.py --data driver_branch=580 --max-unavailable 10%
+"""
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="gpufleet rollout",
+        description="Drain, upgrade, reboot, validate and resume hosts, a few at a time.",
+        epilog=EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument("inventory", help="pyinfra inventory file")
+    parser.add_argument("deploy", nargs="?", default="deploy/gpu_node.py", help="pyinfra deploy")
+    parser.add_argument("--max-unavailable", default="1", metavar="N|P%")
+    parser.add_argument("--max-failures", type=int, default=1, metavar="N")
+    parser.add_argument(
+        "--wait-for-jobs",
+        type=float,
+        default=None,
+        metavar="S",
+        help="seconds to wait for running jobs (default: as long as they run); then skip",
+    )
+    parser.add_argument("--tier", choices=("quick", "full"), default="quick", help="the gate")
+    parser.add_argument(
+        "--select", metavar="EXPR", help="gate on the checks matching this pytest -k expression"
+    )
+    parser.add_argument("--limit", action="append", default=[], metavar="HOST")
+    parser.add_argument("--dry", action="store_true", help="print the plan, change nothing")
+    parser.add_argument(
+        "--scheduler",
+        choices=("slurm", "none"),
+        default=None,
+        help="default: the inventory's scheduler key",
+    )
+    parser.add_argument("--cordon-cmd", metavar="CMD", help="--scheduler none: run to drain")
+    parser.add_argument("--uncordon-cmd", metavar="CMD", help="--scheduler none: to resume")
+    parser.add_argument(
+        "--data",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="passed to pyinfra's deploy, e.g. driver_branch=580",
+    )
+    parser.add_argument("--state-file", type=Path, default=Path("rollout/state.json"))
+    parser.add_argument(
+        "--textfile",
+        type=Path,
+        metavar="PATH",
+        help="Prometheus textfile for gpufleet_rollout_hosts{state=...}",
+    )
+    parser.add_argument("--results-dir", type=Path, default=Path("results"))
+    return parser
+
+
+def make_scheduler(
+    kind: str, hosts: Sequence[InventoryHost], args: argparse.Namespace, workdir: Path
+) -> machine.Scheduler:
+    if kind == "none":
+        from gpufleet.scheduler.none import NoScheduler
+
+        return NoScheduler(args.cordon_cmd, args.uncordon_cmd)
+    from gpufleet.scheduler.remote import ssh_runner
+    from gpufleet.scheduler.slurm import Slurm
+
+    controller = str(hosts[0].data.get("slurm_controller") or "")
+    match = [h for h in hosts if controller in (h.name, str(h.ssh_hostname))]
+    if not match:
+        raise st.RolloutError(
+            f"slurm_controller {controller or '(unset)'!r} is not a host of the inventory; "
+            "set slurm_controller to the name or ssh_hostname of the slurmctld host"
+        )
+    return Slurm(ssh_runner(match[0], workdir))
+
+
+def summary(state: st.RolloutState) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    table = Table(title="gpufleet rollout")
+    for column in ("host", "state", "reason"):
+        table.add_column(column)
+    for record in state.hosts.values():
+        table.add_row(record.name, record.state, record.reason)
+    console = Console()
+    console.print(table)
+    counts = ", ".join(f"{n} {s}" for s, n in state.counts().items() if n)
+    console.print(
+        f"hosts: {counts}"
+        + (f"; stopped: {state.stopped_because}" if state.stopped_because else ""),
+        soft_wrap=True,  # one line, whatever the width: scripts grep it
+        markup=False,
+    )
+
+
+def run(args: argparse.Namespace) -> int:
+    if args.max_failures < 1:
+        raise st.RolloutError("--max-failures must be 1 or more")
+    everyone = load_hosts(args.inventory)
+    hosts = load_hosts(args.inventory, args.limit) if args.limit else everyone
+    names = [h.name for h in hosts]
+    kind = args.scheduler or str(everyone[0].data.get("scheduler") or "none")
+    options = machine.Options(
+        max_unavailable=machine.parse_max_unavailable(args.max_unavailable, len(everyone)),
+        max_failures=args.max_failures,
+        wait_for_jobs_s=args.wait_for_jobs,
+        named=frozenset(names if args.limit else ()),
+    )
+    saved = st.load(args.state_file)
+    if saved is None:
+        saved = st.RolloutState({n: st.HostRecord(n) for n in names})
+    elif set(saved.hosts) != set(names):
+        raise st.RolloutError(
+            f"{args.state_file} is a rollout of {', '.join(sorted(saved.hosts))}, not of "
+            f"{', '.join(sorted(names))}; finish it, or give another --state-file"
+        )
+    saved.options = {
+        "max_unavailable": options.max_unavailable,
+        "scheduler": kind,
+        "max_failures": options.max_failures,
+        "tier": args.tier,
+    }
+    with tempfile.TemporaryDirectory(prefix="gpufleet-rollout-") as tmp:
+        scheduler = make_scheduler(kind, everyone, args, Path(tmp))
+        if args.dry:
+            print("\n".join(machine.plan(saved, scheduler, options)))
+            return 0
+        from gpufleet.rollout.steps import real_steps
+
+        steps = real_steps(
+            args.inventory,
+            args.deploy,
+            tier=args.tier,
+            results_dir=args.results_dir,
+            log_dir=args.state_file.parent / "logs",
+            data=args.data,
+            select=args.select,
+        )
+        result = machine.Rollout(
+            saved, scheduler, steps, options, state_path=args.state_file, textfile=args.textfile
+        ).run()
+    summary(result)
+    return 0 if not result.in_state("failed", "pending") else 1
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        return run(args)
+    except (st.RolloutError, SchedulerError, InventoryError) as exc:
+        print(f"gpufleet rollout: {exc}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

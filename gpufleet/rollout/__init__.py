@@ -1,0 +1,1 @@
+"""gpufleet rollout: upgrades through the fleet a few hosts at a time, behind validation gates."""

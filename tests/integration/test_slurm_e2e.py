@@ -1,0 +1,334 @@
+"""Real Slurm on the sandbox: the cluster itself, the health check's drain/resume, rollouts."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from gpufleet.sandbox.image import MARKER, images_dir
+from tests.integration.conftest import REPO, Sandbox, gpufleet
+
+pytestmark = pytest.mark.integration
+HOSTS = 3
+
+
+@pytest.fixture(scope="module")
+def cluster() -> Iterator[Sandbox]:
+    """`gpufleet sandbox up --hosts 3 --slurm`, torn down after the module."""
+    from gpufleet.sandbox.state import load_state
+
+    cached = any(images_dir().glob(f"*/{MARKER}"))
+    gpufleet("sandbox", "down", timeout=300)
+    started = time.monotonic()
+    try:
+        gpufleet("sandbox", "up", "--hosts", str(HOSTS), "--slurm", timeout=1200)
+        up_s = time.monotonic() - started
+        print(f"\nsandbox up --hosts {HOSTS} --slurm: {up_s:.1f} s (image cached: {cached})")
+        yield Sandbox(load_state(), up_s, cached)
+    finally:
+        gpufleet("sandbox", "down", check=False, timeout=300)
+
+
+def on_controller(cluster: Sandbox, command: str, timeout: float = 120) -> str:
+    proc = cluster.ssh(0, command, timeout=timeout)
+    assert proc.returncode == 0, f"{command}: {proc.stdout}{proc.stderr}"
+    return proc.stdout
+
+
+def test_every_host_is_an_idle_slurm_node(cluster: Sandbox) -> None:
+    out = on_controller(cluster, "sinfo -h -N -o '%N %T %G'")
+    nodes = {line.split()[0]: line.split()[1:] for line in out.splitlines()}
+    assert sorted(nodes) == [h.name for h in cluster.state.hosts]
+    for node, (state, gres) in nodes.items():
+        assert state == "idle", f"{node}: {state}"
+        assert gres.startswith("gpu:2"), f"{node} declares {gres}"
+
+
+def test_srun_runs_on_every_host(cluster: Sandbox) -> None:
+    out = on_controller(cluster, f"srun -N{HOSTS} --ntasks-per-node=1 hostname", timeout=60)
+    assert sorted(out.split()) == [h.name for h in cluster.state.hosts]
+
+
+def test_sbatch_job_with_a_gpu_runs_on_the_host_asked_for(cluster: Sandbox) -> None:
+    target = cluster.state.hosts[-1].name
+    job = on_controller(
+        cluster,
+        f"sbatch --parsable -w {target} --gres=gpu:1 -o /tmp/gf-job.out "
+        "--wrap 'hostname; echo gpus=$CUDA_VISIBLE_DEVICES'",
+    ).strip()
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        if not on_controller(cluster, f"squeue -h -j {job}").strip():
+            break
+        time.sleep(1)
+    out = cluster.ssh(target, "cat /tmp/gf-job.out").stdout.split()
+    assert out[:1] == [target], f"job {job}: {out}"
+    assert out[1] == "gpus=0", out
+
+
+def test_inventory_says_slurm_and_names_the_controller(cluster: Sandbox) -> None:
+    code = (
+        "import runpy, json; ns = runpy.run_path('inventories/sandbox.py');"
+        "print(json.dumps(ns['sandbox'][1]))"
+    )
+    proc = subprocess.run(
+        [sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, env=os.environ
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert '"scheduler": "slurm"' in proc.stdout
+    assert f'"slurm_controller": "{cluster.state.hosts[0].address}"' in proc.stdout
+
+
+INTERVAL_S = 10  # slurm_health_interval for these tests: Slurm runs the check this often
+
+
+def node(cluster: Sandbox, name: str) -> tuple[str, str]:
+    """(state, reason) of a node as the controller's sinfo says."""
+    line = on_controller(cluster, f"sinfo -h -N -n {name} -o '%T|%E'").strip()
+    state, _, reason = line.partition("|")
+    return state, reason
+
+
+def wait_for(cluster: Sandbox, name: str, want, timeout: float) -> tuple[tuple[str, str], float]:
+    started = time.monotonic()
+    seen = node(cluster, name)
+    while not want(*seen) and time.monotonic() - started < timeout:
+        time.sleep(1)
+        seen = node(cluster, name)
+    return seen, time.monotonic() - started
+
+
+@pytest.fixture(scope="module")
+def integrated(cluster: Sandbox) -> Sandbox:
+    """The driver stand-ins, the payload and scheduler_integration deployed with pyinfra."""
+    started = time.monotonic()
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pyinfra",
+            "-y",
+            "inventories/sandbox.py",
+            "tests/integration/slurm_stages.py",
+            "--data",
+            f"slurm_health_interval={INTERVAL_S}",
+            "--data",
+            "driver_branch=570",  # the rollout test upgrades to 580
+        ],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=900,
+        env={**os.environ, "PYINFRA_PROGRESS": "off"},
+    )
+    print(f"\ndeploy with scheduler_integration: {time.monotonic() - started:.1f} s")
+    assert proc.returncode == 0, (proc.stdout + proc.stderr)[-4000:]
+    return cluster
+
+
+def test_stage_names_the_health_check_and_keeps_the_gpu_less_gres(integrated: Sandbox) -> None:
+    conf = on_controller(integrated, "grep ^HealthCheck /etc/slurm/slurm.conf")
+    assert "HealthCheckProgram=/usr/local/sbin/gpufleet-healthcheck" in conf
+    assert f"HealthCheckInterval={INTERVAL_S}" in conf
+    gres = on_controller(integrated, "cat /etc/slurm/gres.conf")
+    assert "gpufleet sandbox" in gres  # no GPU on the bus: the stage left it alone
+
+
+def test_health_check_passes_fast_and_says_no_gpu(integrated: Sandbox) -> None:
+    started = time.monotonic()
+    proc = integrated.ssh(1, "/usr/local/sbin/gpufleet-healthcheck")
+    elapsed = time.monotonic() - started
+    print(f"\nhealth check on a sandbox host: {elapsed:.2f} s (incl. ssh)")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "no NVIDIA GPU" in proc.stdout and "pass     driver_packages" in proc.stdout
+    assert elapsed < 10
+
+
+def test_unhealthy_host_drained_fixed_resumed_hand_drain_kept(integrated: Sandbox) -> None:
+    sick, hand = integrated.state.hosts[1].name, integrated.state.hosts[2].name
+    for host in (sick, hand):
+        wait_for(integrated, host, lambda s, _r: s == "idle", 3 * INTERVAL_S)
+    on_controller(
+        integrated, f"scontrol update NodeName={hand} State=DRAIN Reason='operator: bad fan'"
+    )
+    for host in (sick, hand):
+        assert integrated.ssh(host, "systemctl stop nvidia-persistenced").returncode == 0
+    (state, reason), took = wait_for(
+        integrated,
+        sick,
+        lambda s, r: s.startswith("drain") and r.startswith("gpufleet:"),
+        3 * INTERVAL_S,
+    )
+    print(f"\ndrained {took:.1f} s after persistenced stopped (interval {INTERVAL_S} s)")
+    assert reason.startswith("gpufleet: persistence: nvidia-persistenced is inactive"), reason
+    assert node(integrated, hand)[1] == "operator: bad fan"
+    for host in (sick, hand):
+        assert integrated.ssh(host, "systemctl start nvidia-persistenced").returncode == 0
+    (state, reason), took = wait_for(integrated, sick, lambda s, _r: s == "idle", 3 * INTERVAL_S)
+    print(f"resumed {took:.1f} s after the fix")
+    assert state == "idle", (state, reason)
+    time.sleep(INTERVAL_S + 2)  # one more round of checks on the hand-drained host
+    state, reason = node(integrated, hand)
+    assert state.startswith("drain") and reason == "operator: bad fan", (state, reason)
+    on_controller(integrated, f"scontrol update NodeName={hand} State=RESUME")  # for the next
+
+
+# ------------------------------------------------------------------------------ rollout
+
+GATE = "driver_packages_locked or unattended_upgrades_blacklist"
+# Written at boot by a unit the test leaves on one host: apt then has no blacklist, so the
+# post-upgrade validation of that host (test_unattended_upgrades_blacklist) fails.
+CLEAR = "#clear Unattended-Upgrade::Package-Blacklist;"
+INJECT = f"""[Unit]
+Description=gpufleet e2e stand-in fault: clear unattended-upgrades' package blacklist at boot
+[Service]
+Type=oneshot
+ExecStart=/bin/sh -c 'echo "{CLEAR}" > /etc/apt/apt.conf.d/zzzz-gf-inject'
+[Install]
+WantedBy=multi-user.target
+"""
+
+
+class Sampler:
+    """sinfo every second on the controller: which nodes were out of service at once."""
+
+    def __init__(self, cluster: Sandbox) -> None:
+        import threading
+
+        self.cluster = cluster
+        self.samples: list[list[str]] = []
+        self.stop = threading.Event()
+        self.thread = threading.Thread(target=self._run, daemon=True)
+        self.thread.start()
+
+    def _run(self) -> None:
+        from gpufleet.scheduler.rule import SINFO_FORMAT, parse_sinfo
+
+        while not self.stop.is_set():
+            proc = self.cluster.ssh(0, f"sinfo -h -N -o '{SINFO_FORMAT}'", timeout=10)
+            if proc.returncode == 0:  # the controller itself reboots during its upgrade
+                nodes = parse_sinfo(proc.stdout)
+                self.samples.append(sorted(n.name for n in nodes.values() if n.out_of_service))
+            time.sleep(1)
+
+    def peak(self) -> int:
+        self.stop.set()
+        self.thread.join(15)
+        return max((len(s) for s in self.samples), default=0)
+
+
+def rollout_args(tmp: Path, *extra: str) -> list[str]:
+    return [
+        sys.executable,
+        "-m",
+        "gpufleet.cli",
+        "rollout",
+        "inventories/sandbox.py",
+        "tests/integration/slurm_stages.py",
+        "--data",
+        "driver_branch=580",
+        "--data",
+        f"slurm_health_interval={INTERVAL_S}",
+        "--select",
+        GATE,
+        "--state-file",
+        str(tmp / "state.json"),
+        "--textfile",
+        str(tmp / "rollout.prom"),
+        "--results-dir",
+        str(tmp / "results"),
+        *extra,
+    ]
+
+
+def saved_states(tmp: Path) -> dict[str, str]:
+    try:
+        data = json.loads((tmp / "state.json").read_text())
+    except (OSError, ValueError):
+        return {}
+    return {h["name"]: h["state"] for h in data["hosts"]}
+
+
+def test_rollout_570_to_580_one_at_a_time_job_kill_and_failure(
+    integrated: Sandbox, tmp_path: Path
+) -> None:
+    first, faulty, last = (h.name for h in integrated.state.hosts)
+    unit = f"cat > /etc/systemd/system/gf-inject.service <<'EOF'\n{INJECT}EOF\n"
+    assert integrated.ssh(faulty, unit + "systemctl enable gf-inject.service").returncode == 0
+    job = on_controller(integrated, f"sbatch --parsable -w {first} --wrap 'sleep 40'").strip()
+    deadline = time.monotonic() + 30  # a job still pending on a drained node never runs there
+    while not on_controller(integrated, f"squeue -h -t RUNNING -j {job}").strip():
+        assert time.monotonic() < deadline, f"job {job} did not start on {first}"
+        time.sleep(0.5)
+    submitted = time.time()  # running from here, for 40 s at most
+    sampler = Sampler(integrated)
+    started = time.monotonic()
+    env = {**os.environ, "PYINFRA_PROGRESS": "off"}
+    one = ("--max-unavailable", "1", "--max-failures", "1")
+    proc = subprocess.Popen(
+        rollout_args(tmp_path, *one),
+        cwd=REPO,
+        env=env,
+        start_new_session=True,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    running_seen = False
+    while saved_states(tmp_path).get(first) != "deploying" and proc.poll() is None:
+        if saved_states(tmp_path).get(first) == "waiting-for-jobs":
+            running = on_controller(integrated, f"squeue -h -t RUNNING -j {job}").strip()
+            running_seen |= bool(running)
+        time.sleep(0.5)
+    os.killpg(proc.pid, signal.SIGKILL)  # the controller and its pyinfra child, mid-deploy
+    proc.wait(30)
+    killed_at = saved_states(tmp_path)
+    print(f"\nkilled at {killed_at} after {time.monotonic() - started:.0f} s")
+    history = json.loads((tmp_path / "state.json").read_text())["hosts"][0]["history"]
+    deploying_at = next(t for t, s in history if s == "deploying")
+    # the job (40 s) held the host in waiting-for-jobs: no deploy while it ran
+    assert running_seen, "the job was not seen running while the host waited for it"
+    assert deploying_at >= submitted + 35, f"deploy began {deploying_at - submitted:.0f} s in"
+    assert killed_at[first] == "deploying"
+    assert node(integrated, first)[1].startswith("gpufleet: rollout:")
+    second = subprocess.run(
+        rollout_args(tmp_path, *one),
+        cwd=REPO,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=1200,
+    )
+    print(second.stdout[-2500:])
+    assert second.returncode == 1, second.stdout + second.stderr
+    assert saved_states(tmp_path) == {first: "done", faulty: "failed", last: "pending"}
+    assert "--max-failures 1 reached" in second.stdout
+    state, reason = node(integrated, faulty)
+    assert state.startswith("drain") and reason.startswith("gpufleet: rollout: validation failed")
+    assert sampler.peak() <= 1, sampler.samples
+    third = subprocess.run(
+        rollout_args(tmp_path, "--max-unavailable", "2", "--max-failures", "2"),
+        cwd=REPO,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=1200,
+    )
+    assert third.returncode == 1, third.stdout + third.stderr  # one host failed
+    assert saved_states(tmp_path) == {first: "done", faulty: "failed", last: "done"}
+    assert node(integrated, faulty)[1].startswith("gpufleet: rollout: validation failed")
+    for name in (first, last):
+        assert node(integrated, name)[0] == "idle"
+        version = integrated.ssh(name, "dpkg-query -W -f '${Version}' nvidia-open").stdout
+        assert version.startswith("580."), version
+    prom = (tmp_path / "rollout.prom").read_text()
+    assert 'gpufleet_rollout_hosts{state="done"} 2' in prom
+    assert 'gpufleet_rollout_hosts{state="failed"} 1' in prom
+    print(f"rollout of 3 hosts with kill and restart: {time.monotonic() - started:.0f} s")
