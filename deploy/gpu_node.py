@@ -11,6 +11,7 @@ wait) comes last, so a host that does not come back holds the others only at tha
 from gpufleet.stages.cuda_stack import cuda_stack
 from gpufleet.stages.dcgm import dcgm
 from gpufleet.stages.driver import driver
+from gpufleet.stages.fleet_cache import fleet_cache
 from gpufleet.stages.monitoring import periodic_checks
 from gpufleet.stages.nccl_tests import nccl_tests
 from gpufleet.stages.node import node_plan
@@ -21,6 +22,7 @@ from gpufleet.stages.run_guard import run_end, run_start
 from gpufleet.stages.validation_payload import validation_payload
 
 plan = node_plan()  # validates the inventory (stops the whole run on a bad value)
+fleet_cache(plan=plan)  # group gpufleet_cache: its host first, then every client checks it
 
 if preflight(plan=plan):
     run_start(plan=plan)  # the host's deploy lock; an interrupted dpkg finished

@@ -131,6 +131,9 @@ class NodeSpec:
     apt_proxy: str | None = _key(
         None, "HTTP proxy for apt, e.g. http://user:pw@proxy:3128 (kept secret)", secret=True
     )
+    # The fleet cache (group gpufleet_cache, gpufleet/cache/)
+    cache_fallback_direct: bool = _key(False, "go to upstream when the fleet cache is down")
+    cache_upstream_proxy: str | None = _key(None, "HTTP proxy of the cache's apt-cacher-ng")
     # Driver changes, reboots, Secure Boot
     reboot: str = _key(
         "auto",

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 from weakref import WeakKeyDictionary
 
@@ -10,6 +11,7 @@ from pyinfra.api.host import Host
 from pyinfra.context import ctx_host
 
 from gpufleet import matrix
+from gpufleet.cache import derive
 from gpufleet.spec import NodeSpec, SpecError, spec_for_host
 from gpufleet.stages.host_probe import HostProbe, HostState
 
@@ -48,6 +50,8 @@ class NodePlan:
     state: HostState
     resolution: matrix.Resolution | None
     unsupported: str | None = None
+    cache: derive.CacheRef | None = None  # the fleet cache this host downloads through
+    is_cache_host: bool = False
 
     @property
     def distro_python(self) -> str | None:
@@ -90,6 +94,16 @@ def node_plan(host: Host | None = None) -> NodePlan:
         spec = spec_for_host(host)
     except SpecError as exc:
         raise InventoryValueError(str(exc)) from None
+    try:
+        cache = derive.cache_ref(host.inventory, spec_for_host)
+    except (derive.CacheError, SpecError) as exc:
+        raise InventoryValueError(str(exc)) from None
+    if cache is not None:
+        own = cache.name == host.name
+        values = derive.client_values(cache, spec, own=own)
+        if not own and spec.cache_fallback_direct and not derive.answers(host, cache):
+            values = {}  # the operator allowed upstream; the message is in derive.answers
+        spec = dataclasses.replace(spec, **values)
     probed = host.get_fact(HostProbe, env_dir=spec.env_dir, disk_paths=disk_paths(spec))
     resolution = None
     unsupported = None
@@ -108,6 +122,13 @@ def node_plan(host: Host | None = None) -> NodePlan:
             )
         except matrix.MatrixError as exc:
             raise InventoryValueError(f"host {host.name}: {exc}") from None
-    plan = NodePlan(spec=spec, state=probed, resolution=resolution, unsupported=unsupported)
+    plan = NodePlan(
+        spec=spec,
+        state=probed,
+        resolution=resolution,
+        unsupported=unsupported,
+        cache=cache,
+        is_cache_host=cache is not None and cache.name == host.name,
+    )
     _PLANS[host] = plan
     return plan
