@@ -17,7 +17,7 @@ from collections import Counter
 from dataclasses import dataclass
 from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from typing import Any, BinaryIO
+from typing import Any
 
 
 class _CountingHandler(SimpleHTTPRequestHandler):
@@ -30,7 +30,7 @@ class _CountingHandler(SimpleHTTPRequestHandler):
         self._status = code
         super().send_response(code, message)
 
-    def copyfile(self, source: Any, outputfile: BinaryIO) -> None:
+    def copyfile(self, source: Any, outputfile: Any) -> None:
         sent = 0
         while chunk := source.read(1 << 16):
             outputfile.write(chunk)
