@@ -13,11 +13,14 @@ APT_PORT = 3142  # apt-cacher-ng's registered default
 PIP_PORT = 3143  # nginx serving the wheelhouse as a PEP 503 index (autoindex)
 NVIDIA_PREFIX = "gpufleet-nvidia"  # the apt-cacher-ng remap that stands for NVIDIA's repository
 _ADDRESS = re.compile(r"[A-Za-z0-9](?:[A-Za-z0-9-]{0,62})(?:\.[A-Za-z0-9](?:[A-Za-z0-9-]{0,62}))*")
-# The keys the cache derives for its clients; a client's own value wins when it is not the default.
+# The keys the cache derives for its clients; a client's own value wins when it is not the
+# default. apt's proxy for the OS archive is not one of them: it goes to apt's configuration
+# only (nvidia_repo), as apt_proxy is also what pip and curl use, and apt-cacher-ng proxies
+# nothing but archives.
 DERIVED_KEYS = (
-    "apt_proxy",
     "nvidia_repo_url",
     "nvidia_repo_key_url",
+    "nvidia_repo_key_fingerprint",
     "pip_index_url",
     "pip_trusted_host",
 )
@@ -90,7 +93,6 @@ def client_values(cache: CacheRef, spec: NodeSpec, *, own: bool = False) -> dict
     its own values are the cache's upstreams."""
     default = NodeSpec()
     derived: dict[str, Any] = {
-        "apt_proxy": cache.apt_url,
         "nvidia_repo_url": cache.nvidia_repo_url,
         "pip_index_url": cache.pip_index_url,
         "pip_trusted_host": f"{cache.address}:{PIP_PORT}",  # plain HTTP on the site's network

@@ -42,24 +42,13 @@ def fleet_cache(plan: NodePlan | None = None):
         return
     if plan.is_cache_host:
         _cache_host(plan)
-    if uses_cache(plan):
+    if plan.uses_cache:
         answers(
             name=f"fleet cache {plan.cache.name} answers (nothing changed before this)",
             cache=plan.cache.name,
             apt_url=plan.cache.apt_url,
             pip_url=plan.cache.pip_index_url,
         )
-
-
-def uses_cache(plan: NodePlan) -> bool:
-    """Whether any of the host's download URLs points at the cache (not when it fell back)."""
-    cache = plan.cache
-    if cache is None:
-        return False
-    spec = plan.spec
-    return (
-        spec.nvidia_repo_url == cache.nvidia_repo_url or spec.pip_index_url == cache.pip_index_url
-    )
 
 
 def _cache_host(plan: NodePlan) -> None:

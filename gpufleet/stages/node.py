@@ -54,6 +54,15 @@ class NodePlan:
     is_cache_host: bool = False
 
     @property
+    def uses_cache(self) -> bool:
+        """Whether the host downloads through the fleet cache (not when it fell back)."""
+        cache, spec = self.cache, self.spec
+        return cache is not None and (
+            spec.nvidia_repo_url == cache.nvidia_repo_url
+            or spec.pip_index_url == cache.pip_index_url
+        )
+
+    @property
     def distro_python(self) -> str | None:
         version = self.state.os_version
         if self.state.os_id == "debian":

@@ -56,7 +56,6 @@ def test_clients_get_the_cache_urls_and_their_own_values_win() -> None:
     )
     values = derive.client_values(cache, NodeSpec())
     assert values == {
-        "apt_proxy": "http://10.0.0.5:3142",
         "nvidia_repo_url": "http://10.0.0.5:3142/gpufleet-nvidia",
         "nvidia_repo_key_url": "http://10.0.0.5:3142/gpufleet-nvidia/ubuntu2204/x86_64/standin.pub",
         "nvidia_repo_key_fingerprint": "A" * 40,
@@ -199,15 +198,25 @@ def test_wheelhouse_index_script_lays_out_pep503_projects(tmp_path: Path) -> Non
 
 
 @pytest.mark.skipif(shutil.which("apt-config") is None, reason="apt-config not installed")
-def test_apt_reaches_the_cache_directly_through_another_proxy(tmp_path: Path) -> None:
+@pytest.mark.parametrize(
+    ("values", "proxy"),
+    [
+        ({"proxy": "http://10.231.7.1:3142"}, "http://10.231.7.1:3142"),  # the site's own wins
+        ({"proxy": "", "cache_proxy": "http://10.0.0.5:3142"}, "http://10.0.0.5:3142"),
+        ({"proxy": "", "cache_proxy": ""}, None),  # cache_os_archive: False
+    ],
+)
+def test_apt_reaches_the_cache_directly_and_the_archive_through_it(tmp_path, values, proxy):
     conf = tmp_path / "95gpufleet-proxy"
-    conf.write_text(render("apt-proxy.conf.j2", proxy="http://10.231.7.1:3142", direct="10.0.0.5"))
+    conf.write_text(render("apt-proxy.conf.j2", direct="10.0.0.5", **values))
     dump = subprocess.run(
-        ["apt-config", "-c", str(conf), "dump", "Acquire::http::Proxy"],
+        ["apt-config", "-c", str(conf), "dump", "Acquire"],
         capture_output=True, text=True, check=True,
     ).stdout  # fmt: skip
-    assert 'Acquire::http::Proxy "http://10.231.7.1:3142";' in dump
     assert 'Acquire::http::Proxy::10.0.0.5 "DIRECT";' in dump
+    assert (f'Acquire::http::Proxy "{proxy}";' in dump) == (proxy is not None), dump
+    # apt-cacher-ng tunnels no HTTPS: it is never apt's https proxy.
+    assert 'Acquire::https::Proxy "http://10.0.0.5:3142"' not in dump
 
 
 def _plan(
