@@ -279,3 +279,43 @@ def test_plan_provisions_the_cache_first_and_clients_check_it_before_any_change(
     gpu2 = [line for line in result.stderr.splitlines() if "[@fake/gpu2]" in line]
     assert not any("10.0.0.5:3142/gpufleet-nvidia" in line for line in gpu2)
     assert any("developer.download.nvidia.com/compute/cuda/repos/ubuntu2204" in x for x in gpu2)
+
+
+def test_sandbox_inventory_with_a_cache_gives_the_stand_ins_to_the_cache_alone(tmp_path):
+    """inventories/sandbox.py with GPUFLEET_SANDBOX_CACHE, read by pyinfra itself."""
+    from gpufleet.sandbox.inventory import CACHE_ENV
+    from gpufleet.sandbox.state import HostState, SandboxState, save_state
+
+    state = SandboxState(
+        image="ubuntu22.04",
+        os=["ubuntu", "22.04"],
+        hosts=[HostState(f"gfsb-h{n}", f"10.231.7.{10 + n}") for n in (1, 2, 3)],
+        nvidia_repo_url=UPSTREAM,
+        nvidia_repo_key_url=f"{UPSTREAM}/ubuntu2204/x86_64/k.pub",
+        nvidia_repo_key_fingerprint="A" * 40,
+        pip_index_url="http://10.231.7.1:8631/simple",
+    )
+    save_state(state, tmp_path)
+    env = {
+        "PATH": "/usr/bin:/bin",
+        "PYTHONPATH": str(ROOT),
+        "GPUFLEET_SANDBOX_STATE": str(tmp_path),
+    }
+    result = subprocess.run(
+        [PYINFRA, "inventories/sandbox.py", "debug-inventory", "--json"],
+        cwd=ROOT, env={**env, CACHE_ENV: "gfsb-h1"}, capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    hosts = {entry["name"]: entry for entry in json.loads(result.stdout)}
+    cache, client = hosts["gfsb-h1"], hosts["gfsb-h2"]
+    assert "gpufleet_cache" in cache["groups"] and "gpufleet_cache" not in client["groups"]
+    assert cache["data"]["nvidia_repo_url"] == UPSTREAM
+    # The client keeps the defaults (inventories/group_data/all.py), which the cache replaces.
+    assert client["data"].get("nvidia_repo_url") == NodeSpec().nvidia_repo_url
+    assert client["data"].get("pip_index_url") is None
+    assert client["data"]["cache_os_archive"] is False
+    bad = subprocess.run(
+        [PYINFRA, "inventories/sandbox.py", "debug-inventory", "--json"],
+        cwd=ROOT, env={**env, CACHE_ENV: "gfsb-h9"}, capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    assert bad.returncode != 0 and "GPUFLEET_SANDBOX_CACHE names gfsb-h9" in bad.stdout + bad.stderr
