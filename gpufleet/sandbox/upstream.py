@@ -12,6 +12,7 @@ from __future__ import annotations
 import argparse
 import functools
 import json
+import signal
 import threading
 from collections import Counter
 from dataclasses import dataclass
@@ -93,8 +94,16 @@ def main(argv: list[str] | None = None) -> None:
     args = parser.parse_args(argv)
     handler = functools.partial(_CountingHandler, directory=str(args.directory))
     _CountingHandler.log_path = args.log
-    with ThreadingHTTPServer((args.bind, args.port), handler) as server:
+    server = ThreadingHTTPServer((args.bind, args.port), handler)
+    # SIGTERM (stop_server) lets the requests in flight finish and log their line: a client
+    # has its whole answer a moment before the server records it.
+    server.daemon_threads = False
+    server.block_on_close = True
+    signal.signal(signal.SIGTERM, lambda *_: threading.Thread(target=server.shutdown).start())
+    try:
         server.serve_forever()
+    finally:
+        server.server_close()  # joins the request threads
 
 
 if __name__ == "__main__":
