@@ -57,6 +57,11 @@ def _cache_host(plan: NodePlan) -> None:
     if plan.unsupported:
         raise DeployError(f"the fleet cache host {cache.name}: {plan.unsupported}")
     upstream = cache.spec
+    if not upstream.nvidia_repo_url.startswith(("http://", "https://")):
+        raise DeployError(
+            f"the fleet cache host {cache.name}: apt-cacher-ng fetches NVIDIA's repository over "
+            "http(s) only. Fix: give the cache an http(s):// nvidia_repo_url."
+        )
     if "@" in upstream.nvidia_repo_url.split("/")[2]:
         raise DeployError(
             f"the fleet cache host {cache.name}: nvidia_repo_url carries a login, which "
