@@ -319,3 +319,32 @@ def test_sandbox_inventory_with_a_cache_gives_the_stand_ins_to_the_cache_alone(t
         cwd=ROOT, env={**env, CACHE_ENV: "gfsb-h9"}, capture_output=True, text=True, timeout=60,
     )  # fmt: skip
     assert bad.returncode != 0 and "GPUFLEET_SANDBOX_CACHE names gfsb-h9" in bad.stdout + bad.stderr
+
+
+@pytest.mark.parametrize(
+    ("upstream", "message"),
+    [
+        ("file:///srv/cuda-mirror", "fetches NVIDIA's repository over http(s) only"),
+        ("https://u:pw@mirror.example/cuda", "nvidia_repo_url carries a login"),
+    ],
+)
+def test_cache_host_refuses_an_upstream_it_cannot_use(tmp_path, upstream, message):
+    cache = FakeGpuHost(
+        gpus=(),
+        inventory={"gpu_less": True, "ssh_hostname": "10.0.0.5", "nvidia_repo_url": upstream},
+    )
+    lines = ["fleet = [", f"    ('@fake/cache', {cache.data('@fake/cache')!r}),", "]"]
+    lines.append("gpufleet_cache = ['@fake/cache']")
+    (tmp_path / "inventory.py").write_text("\n".join(lines) + "\n")
+    result = subprocess.run(
+        [PYINFRA, str(tmp_path / "inventory.py"), str(ROOT / "deploy" / "gpu_node.py"), "--dry"],
+        cwd=ROOT,
+        env={"PYTHONPATH": str(ROOT), "PYINFRA_PROGRESS": "off", "PATH": "/usr/bin:/bin"},
+        capture_output=True,
+        text=True,
+        timeout=120,
+        stdin=subprocess.DEVNULL,
+    )
+    assert result.returncode != 0
+    assert message in result.stdout + result.stderr
+    assert "u:pw" not in result.stdout + result.stderr
