@@ -59,7 +59,13 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--hosts", default="1,3", help="fleet sizes (1,3,8 in the issue)")
     parser.add_argument("--modes", default="direct,cache", help="direct, cache or both")
+    parser.add_argument(
+        "--keep-up",
+        action="store_true",
+        help="leave the last sandbox up (benchmarks/noop_floor.py)",
+    )
     args = parser.parse_args()
+    done = False
     print(f"{'hosts':>5}  {'mode':6}  {'wall s':>7}  {'upstream MB':>11}  {'requests':>8}")
     try:
         for hosts in [int(n) for n in args.hosts.split(",") if n]:
@@ -70,8 +76,10 @@ def main() -> int:
                     f"{hosts:5d}  {mode:6}  {wall:7.1f}  {sent / 1e6:11.1f}  {requests:8d}{flag}",
                     flush=True,
                 )
+        done = True
     finally:
-        gpufleet("sandbox", "down")
+        if not (done and args.keep_up):
+            gpufleet("sandbox", "down")
     return 0
 
 
