@@ -348,3 +348,26 @@ def test_cache_host_refuses_an_upstream_it_cannot_use(tmp_path, upstream, messag
     assert result.returncode != 0
     assert message in result.stdout + result.stderr
     assert "u:pw" not in result.stdout + result.stderr
+
+
+def test_cache_check_fails_naming_what_does_not_answer(tmp_path: Path) -> None:
+    """The clients' check (derive.ANSWERS, the stage's `answers` command) run by a real python:
+    any HTTP answer from apt-cacher-ng will do, the index must answer 200."""
+    (tmp_path / "www" / "simple").mkdir(parents=True)
+    port, dead = free_port(), free_port()
+    pid = start_server(tmp_path / "www", "127.0.0.1", port, tmp_path / "http.log")
+    try:
+        up = f"http://127.0.0.1:{port}"
+        ok = subprocess.run(
+            [sys.executable, "-c", derive.ANSWERS, up, f"{up}/simple/"],
+            capture_output=True, text=True, timeout=30,
+        )  # fmt: skip
+        down = subprocess.run(
+            [sys.executable, "-c", derive.ANSWERS, up, f"http://127.0.0.1:{dead}/simple/"],
+            capture_output=True, text=True, timeout=30,
+        )  # fmt: skip
+    finally:
+        assert stop_server(pid)
+    assert (ok.returncode, ok.stdout.strip()) == (0, "gpufleet-cache: answers")
+    assert down.returncode == 1
+    assert f"127.0.0.1:{dead}/simple/ (" in down.stdout and "refused" in down.stdout
