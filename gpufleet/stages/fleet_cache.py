@@ -92,6 +92,13 @@ def _cache_host(plan: NodePlan) -> None:
         restarted=True,
         _if=acng.did_change,
     )
+    # Simultaneous first requests for one file each go upstream (seen with apt-cacher-ng 3.7.4):
+    # the signing key, which every client fetches at the same moment, is fetched here first.
+    warmed(
+        name="fleet cache: NVIDIA's signing key fetched once into the cache",
+        urls=sorted(key_urls()),
+        _if=acng.did_change,
+    )
     site = gpufleet_files.content(
         name=f"{NGINX_CONF}: the wheelhouse index on :{derive.PIP_PORT}",
         path=NGINX_CONF,
@@ -154,6 +161,45 @@ def fleet_locks() -> set[tuple[str, str, str]]:
         for text in texts:
             found.add((version, machine, cache_wheelhouse.host_lock(text, version, machine)))
     return found
+
+
+def key_urls() -> set[str]:
+    """The signing-key URLs (through the cache) of every active host that uses the cache."""
+    from gpufleet.stages.nvidia_repo import key_url
+
+    found = set()
+    hosts = ctx_state.get().inventory.get_active_hosts()
+    for other in sorted(hosts, key=lambda h: h.name):
+        plan = node_plan(other)
+        if plan.resolution is not None and plan.uses_cache:
+            url = key_url(plan.spec, plan.resolution.repo_distro, plan.resolution.repo_arch)
+            # Only keys the cache serves: a host's own key URL may carry a login.
+            if isinstance(url, str) and plan.cache and url.startswith(plan.cache.nvidia_repo_url):
+                found.add(url)
+    return found
+
+
+# Fetches each URL given (no proxy) and throws the body away; fails naming the first that fails.
+_WARM = r"""
+import sys, urllib.request
+opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+for url in sys.argv[1:]:
+    try:
+        opener.open(url, timeout=60).read()
+    except OSError as exc:
+        sys.exit(f"gpufleet: the fleet cache could not fetch {url} from its upstream: {exc}")
+"""
+
+
+@operation(is_idempotent=False)
+def warmed(urls: list[str]):
+    """
+    Fetch ``urls`` through the cache once, so that the clients' first requests find them there.
+    """
+    if not urls:
+        host.noop("nothing to fetch ahead")
+        return
+    yield StringCommand("python3 -c", QuoteString(_WARM), *[QuoteString(u) for u in urls])
 
 
 @operation()

@@ -268,6 +268,9 @@ def test_plan_provisions_the_cache_first_and_clients_check_it_before_any_change(
         "/etc/apt-cacher-ng/zz_gpufleet.conf: NVIDIA's repository remapped, upstream proxy",
     ]
     assert any("wheelhouse: Python 3.11 on x86_64" in names[i] for i in cache_ops)
+    warm = "fleet cache: NVIDIA's signing key fetched once into the cache"
+    warm_at = next(i for i in range(check) if names[i].endswith(warm))
+    assert plan[warm_at]["hosts_with_conditional_change"] == ["@fake/cache"]
     # gpu1 is checked first, and only then changed; its repository is the cache's remap.
     assert changed["gpu1"][0] == check
     assert "[@fake/gpu1]  >>> sh -c" in result.stderr
