@@ -179,15 +179,21 @@ def key_urls() -> set[str]:
     return found
 
 
-# Fetches each URL given (no proxy) and throws the body away; fails naming the first that fails.
+# Fetches each URL given (no proxy) and throws the body away, trying for 30 s (apt-cacher-ng
+# may have just been restarted); fails naming the first URL that never came.
 _WARM = r"""
-import sys, urllib.request
+import sys, time, urllib.request
 opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
 for url in sys.argv[1:]:
-    try:
-        opener.open(url, timeout=60).read()
-    except OSError as exc:
-        sys.exit(f"gpufleet: the fleet cache could not fetch {url} from its upstream: {exc}")
+    deadline = time.monotonic() + 30
+    while True:
+        try:
+            opener.open(url, timeout=60).read()
+            break
+        except OSError as exc:
+            if time.monotonic() > deadline:
+                sys.exit(f"gpufleet: the fleet cache could not fetch {url} upstream: {exc}")
+            time.sleep(0.5)
 """
 
 

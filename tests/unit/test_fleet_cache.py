@@ -374,3 +374,22 @@ def test_cache_check_fails_naming_what_does_not_answer(tmp_path: Path) -> None:
     assert (ok.returncode, ok.stdout.strip()) == (0, "gpufleet-cache: answers")
     assert down.returncode == 1
     assert f"127.0.0.1:{dead}/simple/ (" in down.stdout and "refused" in down.stdout
+
+
+def test_warming_waits_for_a_restarting_cache_and_fetches_each_url(tmp_path: Path) -> None:
+    """The cache host's warm-up (fleet_cache._WARM) run by a real python: it keeps trying while
+    the server is not up yet, then fetches every URL once."""
+    from gpufleet.stages.fleet_cache import _WARM
+
+    (tmp_path / "www").mkdir()
+    (tmp_path / "www" / "k.pub").write_text("key")
+    port = free_port()
+    url = f"http://127.0.0.1:{port}/k.pub"
+    warm = subprocess.Popen([sys.executable, "-c", _WARM, url], stderr=subprocess.PIPE, text=True)
+    time.sleep(1.5)  # the "restart": nothing listens yet
+    pid = start_server(tmp_path / "www", "127.0.0.1", port, tmp_path / "http.log")
+    try:
+        assert warm.wait(30) == 0, warm.stderr.read() if warm.stderr else ""
+    finally:
+        assert stop_server(pid)
+    assert upstream.counts(request_log(tmp_path / "http.log")) == {"/k.pub": upstream.Served(1, 3)}
