@@ -12,6 +12,7 @@ from gpufleet.stages.cluster_tools import cluster_tools
 from gpufleet.stages.cuda_stack import cuda_stack
 from gpufleet.stages.dcgm import dcgm
 from gpufleet.stages.driver import driver
+from gpufleet.stages.fleet_cache import fleet_cache
 from gpufleet.stages.monitoring import periodic_checks
 from gpufleet.stages.nccl_tests import nccl_tests
 from gpufleet.stages.node import node_plan
@@ -23,6 +24,7 @@ from gpufleet.stages.scheduler import scheduler_integration
 from gpufleet.stages.validation_payload import validation_payload
 
 plan = node_plan()  # validates the inventory (stops the whole run on a bad value)
+fleet_cache(plan=plan)  # group gpufleet_cache: its host first, then every client checks it
 
 if preflight(plan=plan):
     run_start(plan=plan)  # the host's deploy lock; an interrupted dpkg finished

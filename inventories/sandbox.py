@@ -3,10 +3,13 @@
     gpufleet sandbox up --hosts 3
     pyinfra -y inventories/sandbox.py deploy/gpu_node.py
     GPUFLEET_SANDBOX_REFUSE=gfsb-h3 pyinfra ...  # gfsb-h3 declared a GPU server: preflight refuses
+    GPUFLEET_SANDBOX_CACHE=gfsb-h1 pyinfra ...   # gfsb-h1 is the fleet cache (gpufleet_cache)
 
 Hosts, addresses, keys and the stand-in URLs come from the running sandbox's state.json.
 """
 
+from gpufleet.sandbox.inventory import cache_groups as _cache_groups
+from gpufleet.sandbox.inventory import cache_host as _cache_host
 from gpufleet.sandbox.inventory import group_data as _group_data
 from gpufleet.sandbox.inventory import host_entries as _host_entries
 from gpufleet.sandbox.state import SandboxError as _SandboxError
@@ -25,7 +28,13 @@ except _SandboxError as _exc:
 SANDBOX_INTERCONNECT_GBPS = 1
 
 # Group "sandbox": every host, with the data that points the deploy at the stand-ins.
-sandbox = (
-    _host_entries(_state),
-    {**_group_data(_state), "interconnect_gbps": SANDBOX_INTERCONNECT_GBPS},
-)
+_cache = _cache_host(_state)
+_group = {**_group_data(_state), "interconnect_gbps": SANDBOX_INTERCONNECT_GBPS}
+if _cache is None:
+    sandbox = (_host_entries(_state), _group)
+else:
+    # Group gpufleet_cache: the fleet cache, which alone fetches from the stand-ins.
+    _everyone, _upstreams = _cache_groups(_state, _cache)
+    _entries = _host_entries(_state)
+    sandbox = (_entries, {**_everyone, "interconnect_gbps": SANDBOX_INTERCONNECT_GBPS})
+    gpufleet_cache = ([(n, d) for n, d in _entries if n == _cache], _upstreams)

@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from gpufleet import health
+from gpufleet.compat import zip_strict
 from validation.hostinfo import GPU_CLASSES, NVIDIA_VENDOR, NVSWITCH_CLASS
 
 TIMEOUT_S = 5  # per command: the whole check must stay under Slurm's 60 s kill
@@ -173,7 +174,7 @@ def smi_checks(host: Host, config: dict[str, Any], gpus: int) -> list[Result]:
     ]
     results = []
     finding_checks = ("gpu_count", "ecc", "row_remap", "clock_event_reasons")
-    for name, check in zip(names, finding_checks, strict=True):
+    for name, check in zip_strict(names, finding_checks):
         bad = health.failures(findings, check)
         results.append((name, "fail", bad[0].message) if bad else (name, "pass", ""))
     return results

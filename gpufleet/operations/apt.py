@@ -11,8 +11,8 @@ from pyinfra.api import HiddenValue, OperationError, QuoteString, StringCommand,
 from pyinfra.facts.deb import DebPackages
 
 from gpufleet.operations.probes import (
-    FileDigest,
     KeyringFingerprints,
+    file_digest,
     planning_fact,
 )
 from gpufleet.operations.repo_signature import (
@@ -174,7 +174,7 @@ def repository(
             QuoteString(keyring),
             _stdin=secret_lines(proxy=proxy, url=key_url),
         )
-    current = host.get_fact(FileDigest, path=sources)
+    current = file_digest(host, sources)
     if current is None or current["sha256"] != hashlib.sha256(sources_text.encode()).hexdigest():
         changed = True
     if changed:

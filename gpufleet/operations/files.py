@@ -14,7 +14,7 @@ from pyinfra.api import (
     operation,
 )
 
-from gpufleet.operations.probes import FileDigest
+from gpufleet.operations.probes import file_digest
 from gpufleet.operations.stdin import encoded
 
 # $1: the file, $2: its mode; stdin: the content in base64. mktemp makes the file mode 600.
@@ -55,7 +55,7 @@ def content(path: str, text: str | HiddenValue, mode: str = "644", present: bool
     if not re.fullmatch(r"[0-7]{1,4}", mode):
         raise OperationError(f"content: mode {mode!r} is not octal permission bits")
     mode = mode.lstrip("0") or "0"
-    current = host.get_fact(FileDigest, path=path)
+    current = file_digest(host, path)
     if not present:
         if current is None:
             host.noop(f"file {path} is already absent")

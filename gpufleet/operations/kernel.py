@@ -14,7 +14,7 @@ from pyinfra.api.state import State
 from pyinfra.connectors.util import clear_askpass_cache, remove_any_sudo_askpass_file
 
 from gpufleet.operations import connection
-from gpufleet.operations.probes import FileDigest, NvidiaModuleState
+from gpufleet.operations.probes import NvidiaModuleState, file_digest
 from gpufleet.text import plain
 
 REBOOT_POLICIES = ("auto", "never", "always")
@@ -46,7 +46,7 @@ def blacklist_module(module: str, path: str):
         blacklist_module(module="nouveau", path="/etc/modprobe.d/gpufleet-nouveau.conf")
     """
     text = blacklist_text(module)
-    current = host.get_fact(FileDigest, path=path)
+    current = file_digest(host, path)
     if current is not None and current["sha256"] == hashlib.sha256(text.encode()).hexdigest():
         host.noop(f"{module} is already blacklisted in {path}")
         return

@@ -327,7 +327,7 @@ def _down(state_dir: Path, log: Log) -> list[str]:
     procs.kill_and_wait(orphaned)
     stopped += [f"orphaned container (leader pid {pid})" for pid in orphaned]
     if state is not None:
-        markers = {"apt_proxy": "apt-cacher-ng", "http_server": "http.server"}
+        markers = {"apt_proxy": "apt-cacher-ng", "http_server": "gpufleet.sandbox.upstream"}
         for service, pid in state.pids.items():
             if procs.stop_pid(pid, markers.get(service, str(state_dir)), timeout=10.0):
                 stopped.append(service)

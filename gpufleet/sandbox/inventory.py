@@ -13,6 +13,11 @@ from gpufleet.sandbox.state import SandboxState
 # although it has no GPU, so that preflight refuses it ("no NVIDIA GPU on the PCI bus"): the
 # end-to-end tests' bad host among good ones.
 REFUSE_ENV = "GPUFLEET_SANDBOX_REFUSE"
+# Names the host inventories/sandbox.py puts in group gpufleet_cache (the fleet cache): the other
+# hosts then download the stand-ins through it, and only the cache host is given their URLs.
+CACHE_ENV = "GPUFLEET_SANDBOX_CACHE"
+# The keys that point at the stand-ins: the cache's upstreams when there is a cache.
+UPSTREAM_KEYS = ("nvidia_repo_url", "nvidia_repo_key_url", "pip_index_url", "pip_trusted_host")
 
 
 def group_data(state: SandboxState) -> dict[str, Any]:
@@ -73,6 +78,29 @@ def os_data(image_name: str) -> dict[str, Any]:
     if distro in matrix.REPO_NEWEST_BRANCH:
         data["driver_branch"] = matrix.REPO_NEWEST_BRANCH[distro]
     return data
+
+
+def cache_host(state: SandboxState, value: str | None = None) -> str | None:
+    """The host GPUFLEET_SANDBOX_CACHE (or `value`) names, checked against the sandbox."""
+    name = (os.environ.get(CACHE_ENV, "") if value is None else value).strip()
+    if not name:
+        return None
+    if name not in {host.name for host in state.hosts}:
+        raise ValueError(
+            f"{CACHE_ENV} names {name}, which this sandbox does not have "
+            f"(hosts: {', '.join(h.name for h in state.hosts)})"
+        )
+    return name
+
+
+def cache_groups(state: SandboxState, cache: str) -> tuple[dict[str, Any], dict[str, Any]]:
+    """With a fleet cache on host `cache`: (data of every host, data of the cache group). The
+    stand-ins' URLs go to the cache alone, as its upstreams; every host keeps the OS archive on
+    the gateway's apt-cacher-ng (the sandbox image's apt proxy: the hosts reach nothing else)."""
+    everyone = group_data(state)
+    upstreams = {key: everyone.pop(key) for key in UPSTREAM_KEYS if key in everyone}
+    everyone["cache_os_archive"] = False
+    return everyone, upstreams
 
 
 def refused_hosts(value: str | None = None) -> set[str]:

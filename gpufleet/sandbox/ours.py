@@ -38,7 +38,8 @@ def is_sandbox_argv(argv: list[str], state_dir: Path) -> bool:
     program = os.path.basename(argv[0])
     if argv[1:3] == ["-m", SUPERVISOR_MODULE]:
         return _option(argv, "--root").startswith(tuple(f"{r}hosts/" for r in roots))
-    if argv[1:3] == ["-m", "http.server"]:
+    # the stand-in upstream (gpufleet.sandbox.upstream), or http.server as older sandboxes ran
+    if argv[1:3] in (["-m", "gpufleet.sandbox.upstream"], ["-m", "http.server"]):
         return _option(argv, "--directory") in {f"{r}www" for r in roots}
     if program == "systemd-nspawn":
         return any(arg.startswith(tuple(f"--directory={r}hosts/" for r in roots)) for arg in argv)

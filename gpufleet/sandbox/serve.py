@@ -12,11 +12,18 @@ from pathlib import Path
 from gpufleet.sandbox.procs import spawn_detached
 from gpufleet.sandbox.state import SandboxError
 
-_MARKER = "http.server"
+_MARKER = "gpufleet.sandbox.upstream"
+
+
+def request_log(log: Path) -> Path:
+    """Where the server started with output ``log`` records each request (`upstream.counts`)."""
+    return log.with_name("upstream-requests.jsonl")
 
 
 def start_server(www: Path, bind: str, port: int, log: Path, *, ready_timeout: float = 10.0) -> int:
-    """Start ``python3 -m http.server`` on ``bind:port`` serving ``www``, detached; return its PID.
+    """Start the stand-in upstream (``python -m gpufleet.sandbox.upstream``, a static server
+    like ``http.server`` that logs each request's bytes to `request_log`) on ``bind:port``
+    serving ``www``, detached; return its PID.
 
     Its output goes to ``log``. Returns once the port answers, or raises `SandboxError` with the
     log's tail when the server exits first (e.g. the address is taken or not configured).
@@ -31,11 +38,13 @@ def start_server(www: Path, bind: str, port: int, log: Path, *, ready_timeout: f
     command = [
         sys.executable,
         "-m",
-        "http.server",
+        _MARKER,
         "--bind",
         bind,
         "--directory",
         str(www),
+        "--log",
+        str(request_log(log)),
         str(port),
     ]
     process = spawn_detached(command, log)
@@ -74,7 +83,8 @@ def _check_free(bind: str, port: int) -> None:
 def stop_server(pid: int, *, timeout: float = 5.0) -> bool:
     """Stop the server started by `start_server`; False when no such server runs any more.
 
-    Refuses to signal a PID that is not an ``http.server`` process (the PID may have been reused).
+    Refuses to signal a PID that is not the stand-in upstream's process (the PID may have
+    been reused).
     """
     try:
         cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode()

@@ -141,6 +141,9 @@ class NodeSpec:
     apt_proxy: str | None = _key(
         None, "HTTP proxy for apt, e.g. http://user:pw@proxy:3128 (kept secret)", secret=True
     )
+    cache_os_archive: bool = _key(True, "apt's OS archive through the fleet cache too")
+    cache_fallback_direct: bool = _key(False, "go to upstream when the fleet cache is down")
+    cache_upstream_proxy: str | None = _key(None, "HTTP proxy of the cache's apt-cacher-ng")
     # Driver changes, reboots, Secure Boot
     reboot: str = _key(
         "auto",

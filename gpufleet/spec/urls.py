@@ -11,6 +11,7 @@ URL_KEYS = (
     "nvidia_repo_url",
     "nvidia_repo_key_url",
     "apt_proxy",
+    "cache_upstream_proxy",
     "pip_index_url",
     "miniforge_url",
     "nccl_tests_url",
@@ -18,6 +19,7 @@ URL_KEYS = (
 )
 _SCHEMES = {
     "apt_proxy": ("http", "https"),
+    "cache_upstream_proxy": ("http",),
     "nvidia_repo_url": ("http", "https", "file"),
 }
 _DEFAULT_SCHEMES = ("http", "https", "file")
@@ -56,7 +58,11 @@ def url_errors(key: str, value: str, shown: str = "'***'") -> list[str]:
         return []
     if not (_HOST.fullmatch(host) or _IPV6.fullmatch(f"[{host}]")) or port == 0:
         return [f"{key} has no valid host name (or port). {fix}."]
-    if name == "apt_proxy" and (parts.path not in ("", "/") or parts.query or parts.fragment):
+    if name == "cache_upstream_proxy" and "@" in parts.netloc:
+        return [f"{key} has a login; apt-cacher-ng's config is no place for one. {fix}."]
+    if name in ("apt_proxy", "cache_upstream_proxy") and (
+        parts.path not in ("", "/") or parts.query or parts.fragment
+    ):
         return [f"{key} has a path, query or fragment; a proxy is scheme://[user:pw@]host:port."]
     if name == "nvidia_repo_url" and (parts.query or parts.fragment):
         return [

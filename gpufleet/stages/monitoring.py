@@ -13,7 +13,7 @@ from pyinfra.operations import systemd
 
 from gpufleet.operations import apt as gpufleet_apt
 from gpufleet.operations import files as gpufleet_files
-from gpufleet.operations.probes import FileDigest
+from gpufleet.operations.probes import file_digest
 from gpufleet.spec import NodeSpec
 from gpufleet.stages import op_keys
 from gpufleet.stages.node import NodePlan, node_plan
@@ -139,7 +139,7 @@ def unit_files(units: Mapping[str, str | None], restart: list[str] | None = None
     for path, text in sorted(units.items()):
         if not path.startswith("/"):
             raise OperationError(f"unit_files: path {path!r} must be absolute")
-        current = host.get_fact(FileDigest, path=path)
+        current = file_digest(host, path)
         if text is None:
             if current is not None:
                 changed.append(path)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 from weakref import WeakKeyDictionary
 
@@ -10,6 +11,7 @@ from pyinfra.api.host import Host
 from pyinfra.context import ctx_host
 
 from gpufleet import matrix
+from gpufleet.cache import derive
 from gpufleet.spec import NodeSpec, SpecError, spec_for_host
 from gpufleet.stages.host_probe import HostProbe, HostState
 
@@ -39,6 +41,17 @@ class NodePlan:
     state: HostState
     resolution: matrix.Resolution | None
     unsupported: str | None = None
+    cache: derive.CacheRef | None = None  # the fleet cache this host downloads through
+    is_cache_host: bool = False
+
+    @property
+    def uses_cache(self) -> bool:
+        """Whether the host downloads through the fleet cache (not when it fell back)."""
+        cache, spec = self.cache, self.spec
+        return cache is not None and (
+            spec.nvidia_repo_url == cache.nvidia_repo_url
+            or spec.pip_index_url == cache.pip_index_url
+        )
 
     @property
     def installed_branch_differs(self) -> bool:
@@ -74,6 +87,16 @@ def node_plan(host: Host | None = None) -> NodePlan:
         spec = spec_for_host(host)
     except SpecError as exc:
         raise InventoryValueError(str(exc)) from None
+    try:
+        cache = derive.cache_ref(host.inventory, spec_for_host)
+    except (derive.CacheError, SpecError) as exc:
+        raise InventoryValueError(str(exc)) from None
+    if cache is not None:
+        own = cache.name == host.name
+        values = derive.client_values(cache, spec, own=own)
+        if not own and spec.cache_fallback_direct and not derive.answers(host, cache):
+            values = {}  # the operator allowed upstream; the message is in derive.answers
+        spec = dataclasses.replace(spec, **values)
     probed = host.get_fact(HostProbe, env_dir=spec.env_dir, disk_paths=disk_paths(spec))
     resolution = None
     unsupported = None
@@ -92,6 +115,13 @@ def node_plan(host: Host | None = None) -> NodePlan:
             )
         except matrix.MatrixError as exc:
             raise InventoryValueError(f"host {host.name}: {exc}") from None
-    plan = NodePlan(spec=spec, state=probed, resolution=resolution, unsupported=unsupported)
+    plan = NodePlan(
+        spec=spec,
+        state=probed,
+        resolution=resolution,
+        unsupported=unsupported,
+        cache=cache,
+        is_cache_host=cache is not None and cache.name == host.name,
+    )
     _PLANS[host] = plan
     return plan

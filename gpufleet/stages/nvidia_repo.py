@@ -55,7 +55,13 @@ def nvidia_repo(plan: NodePlan | None = None):
     plan = plan or node_plan()
     spec, resolution = plan.spec, plan.require_resolution()
     distro, arch = resolution.repo_distro, resolution.repo_arch
-    apt_proxy(spec)
+    cache = plan.cache if plan.uses_cache else None
+    archive = cache is not None and spec.apt_proxy is None and spec.cache_os_archive
+    apt_proxy(
+        spec,
+        via=cache.apt_url if cache and archive else None,
+        direct=cache.address if cache else None,
+    )
     repo_login(spec, distro, arch)
     gpufleet_apt.install(
         name="ca-certificates, curl, gnupg",
@@ -108,19 +114,26 @@ def repo_login(spec: NodeSpec, distro: str, arch: str) -> None:
     )
 
 
-def apt_proxy(spec: NodeSpec) -> None:
-    """The apt proxy file; a proxy with a login is written as a ``HiddenValue``, mode 600."""
+def apt_proxy(spec: NodeSpec, via: str | None = None, direct: str | None = None) -> None:
+    """The apt proxy file; a proxy with a login is written as a ``HiddenValue``, mode 600.
+    ``via``: the fleet cache's apt-cacher-ng as apt's HTTP proxy for the OS archive (apt only:
+    it proxies no HTTPS and nothing but archives); ``direct``: the fleet cache's address, which
+    apt reaches without any proxy."""
     proxy = spec.apt_proxy_hidden
+    if proxy is None and direct:
+        text = render("apt-proxy.conf.j2", proxy="", cache_proxy=via or "", direct=direct)
+        gpufleet_files.content(name=f"{APT_PROXY}: fleet cache", path=APT_PROXY, text=text)
+        return
     if proxy is None:
         gpufleet_files.content(
             name=f"{APT_PROXY}: no apt proxy", path=APT_PROXY, text="", present=False
         )
         return
     if isinstance(proxy, HiddenValue):
-        text = render("apt-proxy.conf.j2", proxy=proxy.unmask())
+        text = render("apt-proxy.conf.j2", proxy=proxy.unmask(), direct=direct)
         gpufleet_files.content(
             name=f"{APT_PROXY}: apt proxy", path=APT_PROXY, text=HiddenValue(text), mode="600"
         )
     else:
-        text = render("apt-proxy.conf.j2", proxy=proxy)
+        text = render("apt-proxy.conf.j2", proxy=proxy, direct=direct)
         gpufleet_files.content(name=f"{APT_PROXY}: apt proxy", path=APT_PROXY, text=text)

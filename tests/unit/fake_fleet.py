@@ -104,7 +104,12 @@ class FakeGpuHost:
                 f"nouveau={'yes' if self.nouveau else 'no'}",
             ]
         held = responses.get("apt-mark showhold", [])
-        responses = {PROBE: self._probe(packages, marker, loaded, held), **responses}
+        responses = {
+            # FileDigests (several files in one round trip) answers from the same files.
+            "gpufleet-digests": digests_answer(responses),
+            PROBE: self._probe(packages, marker, loaded, held),
+            **responses,
+        }
         return {
             **self.inventory,
             "fake_delay": 0,
@@ -316,6 +321,16 @@ def _periodic_files(spec: NodeSpec, host_name: str) -> dict[str, tuple[str, str]
             "644",
         )
     return files
+
+
+def digests_answer(responses: dict[str, Any]) -> list[str]:
+    """What ``FileDigests`` prints for the files the ``FileDigest`` answers describe."""
+    lines = []
+    for key, answer in responses.items():
+        if isinstance(key, str) and key.startswith("stat -c %a ") and len(answer) == 2:
+            path = key.removeprefix("stat -c %a ")
+            lines.append(f"{path}\t{answer[0]}\t{answer[1].split()[0]}")
+    return lines
 
 
 def write_inventory(path: Path, hosts: dict[str, FakeGpuHost]) -> Path:

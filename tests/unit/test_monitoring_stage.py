@@ -23,7 +23,7 @@ from gpufleet.spec import NodeSpec
 from gpufleet.stages import monitoring
 from gpufleet.validate.baseline import record_run
 from tests.unit import fleet_factory as ff
-from tests.unit.fake_fleet import FakeGpuHost, root, write_inventory
+from tests.unit.fake_fleet import FakeGpuHost, digests_answer, root, write_inventory
 
 ROOT = root()
 PYINFRA = str(Path(sys.executable).with_name("pyinfra"))
@@ -166,6 +166,8 @@ class StagedHost(FakeGpuHost):
     def data(self, host_name: str = "") -> dict[str, Any]:
         data = super().data(host_name)
         data["fake_responses"].update(self.extra)
+        # The several-files answer (FileDigests) must describe the same files.
+        data["fake_responses"]["gpufleet-digests"] = digests_answer(data["fake_responses"])
         return data
 
 

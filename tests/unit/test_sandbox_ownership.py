@@ -37,10 +37,14 @@ def _sandbox_commands(state: Path) -> dict[str, list[str]]:
         ),
         "http.server": [sys.executable, "-m", "http.server", "--bind", "10.231.7.1",
                         "--directory", str(state / "www"), "8631"],
+        "upstream": [sys.executable, "-m", "gpufleet.sandbox.upstream", "--bind", "10.231.7.1",
+                     "--directory", str(state / "www"), "--log", "/x.jsonl", "8631"],
     }  # fmt: skip
 
 
-@pytest.mark.parametrize("program", ["supervisor", "nspawn", "apt-cacher-ng", "http.server"])
+@pytest.mark.parametrize(
+    "program", ["supervisor", "nspawn", "apt-cacher-ng", "http.server", "upstream"]
+)
 def test_the_sandboxs_own_programs_are_recognised(program: str) -> None:
     argv = _sandbox_commands(STATE)[program]
     assert ours.is_sandbox_argv(argv, STATE)
