@@ -68,7 +68,11 @@ def sandbox() -> Iterator[Sandbox]:
 @pytest.fixture(scope="module")
 def repo(sandbox: Sandbox, tmp_path_factory: pytest.TempPathFactory) -> dict:
     """The served repository folder and a copy of its genuine signatures."""
-    (release,) = (STATE_DIR / "www" / "nvidia").glob("*/*/Release")
+    # The stand-in repository serves every distro the sandbox has built for (22.04, 20.04, ...):
+    # the one of this sandbox's OS, as NVIDIA names it (ubuntu2204).
+    os_id, version = sandbox.state.os
+    served = STATE_DIR / "www" / "nvidia" / f"{os_id}{version.replace('.', '')}"
+    (release,) = served.glob("*/Release")
     saved = tmp_path_factory.mktemp("signatures")
     for name in SIGNATURES:
         shutil.copy2(release.with_name(name), saved / name)
