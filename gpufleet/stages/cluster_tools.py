@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from pyinfra import host, logger
 from pyinfra.api import deploy
 
 from gpufleet.operations import apt as gpufleet_apt
@@ -45,6 +46,12 @@ def cluster_tools(plan: NodePlan | None = None):
     plan = plan or node_plan()
     packages, pinned = cluster_packages(plan.state.os_id, plan.state.os_version)
     # One name on every host: pyinfra shows an operation under the name its first host gave
-    # it, so a per-host detail (the release) would be shown for the wrong hosts.
-    how = "pinned" if pinned else "the archive's version: no pin known for this release"
-    gpufleet_apt.install(name=f"iperf3 and ping for the cluster tier ({how})", packages=packages)
+    # it, so a per-host detail (pinned or not) would be shown for the wrong hosts.
+    if not pinned:
+        logger.warning(
+            "%s: no pinned iperf3/ping versions for %s %s; the archive's versions are installed",
+            host.name,
+            plan.state.os_id,
+            plan.state.os_version,
+        )
+    gpufleet_apt.install(name="iperf3 and ping for the cluster tier", packages=packages)
