@@ -14,10 +14,10 @@ hold these keys.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping
-from pathlib import Path
 from typing import Any
+
+from validation.json_argument import json_object
 
 NCCL_CHECK = "test_nccl_allreduce"
 
@@ -28,15 +28,9 @@ class ReferenceError(ValueError):
 
 def read_reference(text: str | None) -> dict[str, Any] | None:
     """The contract's object from JSON or @FILE; None without one; ReferenceError when bad."""
-    if not text:
+    data = json_object(text, "--nccl-tests", ReferenceError)
+    if data is None:
         return None
-    try:
-        raw = Path(text[1:]).read_text() if text.startswith("@") else text
-        data = json.loads(raw)
-    except (OSError, json.JSONDecodeError) as exc:
-        raise ReferenceError(f"--nccl-tests must be a JSON object or @FILE: {exc}") from None
-    if not isinstance(data, dict):
-        raise ReferenceError("--nccl-tests must be a JSON object {busbw_gbps, bytes, gpus}")
     busbw, gpus = data.get("busbw_gbps"), data.get("gpus")
     if not isinstance(busbw, (int, float)) or isinstance(busbw, bool) or busbw <= 0:
         raise ReferenceError(f"--nccl-tests: busbw_gbps must be a number > 0; got {busbw!r}")

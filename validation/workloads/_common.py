@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from validation.harness import FAIL, NOT_APPLICABLE, Verdict, combine
+from validation.json_argument import json_object
 from validation.nvml_sampler import NvmlSampler
 from validation.workloads._devices import check_tensorflow_sees_the_gpus, discover_devices
 from validation.workloads._floors import load_floors, read_calibration
@@ -74,18 +75,7 @@ def _parser(workload: str, description: str) -> argparse.ArgumentParser:
 
 
 def _read_overrides(text: str | None) -> dict[str, Any]:
-    if not text:
-        return {}
-    try:
-        raw = Path(text[1:]).read_text() if text.startswith("@") else text
-        overrides = json.loads(raw)
-    except (OSError, json.JSONDecodeError) as exc:
-        raise WorkloadError(
-            f"--thresholds must be a JSON object or @FILE holding one: {exc}"
-        ) from None
-    if not isinstance(overrides, dict):
-        raise WorkloadError(f"--thresholds must be a JSON object; got {type(overrides).__name__}")
-    return overrides
+    return json_object(text, "--thresholds", WorkloadError) or {}
 
 
 def _setup_logging() -> None:

@@ -17,12 +17,11 @@ Example (in a workload body)::
 
 from __future__ import annotations
 
-import json
-from pathlib import Path
 from typing import Any
 
 from gpufleet.matrix import calibration as cal
 from gpufleet.matrix.floors import Floor, FloorError, floors_for
+from validation.json_argument import json_object
 from validation.workloads._run import NO_GPU, Run, WorkloadError
 from validation.workloads._topology import host_topology
 
@@ -30,16 +29,7 @@ from validation.workloads._topology import host_topology
 def read_calibration(text: str | None) -> dict[str, Any] | None:
     """``--calibration``: a calibration document as JSON (what the runner hands over from the
     inventory's TOML file), or @FILE holding one; None without the option."""
-    if not text:
-        return None
-    try:
-        raw = Path(text[1:]).read_text() if text.startswith("@") else text
-        data = json.loads(raw)
-    except (OSError, json.JSONDecodeError) as exc:
-        raise WorkloadError(f"--calibration must be a JSON object or @FILE: {exc}") from None
-    if not isinstance(data, dict):
-        raise WorkloadError("--calibration must be a JSON object (a parsed calibration file)")
-    return data
+    return json_object(text, "--calibration", WorkloadError)
 
 
 def host_kind(run: Run) -> tuple[str, int, str] | str:
