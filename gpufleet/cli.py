@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import sys
 from collections.abc import Sequence
 
@@ -61,7 +62,16 @@ def main(argv: Sequence[str] | None = None) -> int:
             raise
         print(f"gpufleet {args[0]}: not yet available in this version.", file=sys.stderr)
         return 2
-    result: int = module.main(args[1:])
+    try:
+        result: int = module.main(args[1:])
+        sys.stdout.flush()
+    except BrokenPipeError:
+        # The reader went away (`gpufleet thresholds ... | head`): not an error of ours. Point
+        # stdout at /dev/null so the interpreter's own flush at exit raises nothing either,
+        # and exit as a shell does for SIGPIPE (128 + 13).
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        return 141
     return result
 
 

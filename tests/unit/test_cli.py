@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -47,3 +48,22 @@ def test_console_script_help_does_not_import_tensorflow_or_gevent() -> None:
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert "LOADED []" in out.stdout
+
+
+def test_a_reader_that_goes_away_gets_no_traceback() -> None:
+    # `gpufleet thresholds ... | head -1`: head exits after one line, the rest of the table
+    # meets a closed pipe. Repeated so the output is far larger than the pipe's buffer.
+    command = (
+        f"for i in 1 2 3 4 5 6 7 8; do {sys.executable} -m gpufleet.cli thresholds "
+        "--gpu-model 'NVIDIA A100-SXM4-40GB' --gpu-count 8 --interconnect nvswitch; done "
+        "| head -1"
+    )
+    done = subprocess.run(
+        ["bash", "-c", f"set -o pipefail; {command}"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=Path(__file__).resolve().parents[2],
+    )
+    assert done.stdout.count("\n") == 1
+    assert "Traceback" not in done.stderr and "BrokenPipeError" not in done.stderr, done.stderr
