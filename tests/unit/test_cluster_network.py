@@ -65,3 +65,18 @@ def test_an_address_that_is_not_plain_never_reaches_a_remote_shell() -> None:
     assert network.plain_address("10.0.0.5") == "10.0.0.5"
     with pytest.raises(ValueError):
         network.plain_address("10.0.0.5;reboot")
+
+
+@pytest.mark.parametrize(
+    ("error", "retry"),
+    [
+        ("iperf3: unable to connect to server: Connection refused", True),  # 3.12 (fixture)
+        ("iperf3: error - unable to send control message: Bad file descriptor", True),  # 3.9
+        ("iperf3: the server is busy running a test. try again later", False),
+        ("iperf3 printed no JSON: 'iperf3: command not found'", False),
+    ],
+)
+def test_a_server_not_listening_yet_is_retried_however_iperf3_words_it(
+    error: str, retry: bool
+) -> None:
+    assert network.server_not_ready(error) is retry
