@@ -30,6 +30,10 @@ from tests.integration.conftest import REPO, Sandbox, gpufleet, running_sandbox
 pytestmark = pytest.mark.integration
 
 HOST = "gfsb-h1"
+# The figures' stable names (gpufleet.report.figures): the xla workload's float32 speed-up as
+# a CPU runs it, and a mixed precision figure the periodic xla-only run will not have.
+XLA_FIGURE = "xla/xla.speedup.fp32"
+MIXED_FIGURE = "mixed_precision/mixed_precision.speedup.fp16"
 THRESHOLDS = {"speed_verdicts_without_gpu": 1, "speed_between_run_sd": 10.0}
 INVENTORY = f"""\
 from gpufleet.sandbox.inventory import group_data, host_entries
@@ -71,7 +75,7 @@ def test_inconclusive_speed_checks_make_the_host_unproven(inventory: Path, tmp_p
         "validate",
         str(inventory),
         "--tier",
-        "quick",
+        "full",  # xla runs in the full tier (validation/tiers.py)
         "--results-dir",
         str(results),
         "--select",
@@ -89,14 +93,14 @@ def test_inconclusive_speed_checks_make_the_host_unproven(inventory: Path, tmp_p
     check = next(c for c in doc["checks"] if c["name"] == "workloads::xla")
     assert check["status"] == "inconclusive", check
     (xla,) = doc["workloads"]
-    assert xla["processes"] == 2  # the quick tier's fresh processes, judged together
-    speed = next(c for c in xla["checks"] if c["name"] == "xla_speedup")
+    assert xla["processes"] == 3  # the full tier's fresh processes, judged together
+    speed = next(c for c in xla["checks"] if c["name"] == "xla_speedup_fp32")
     assert speed["status"] == "inconclusive"
     # The host history's 1000 % between-run spread, plus the measured within-process noise
     # (root of the sum of squares): 1000.0 % or a little more, never less.
     spread = re.search(r"between-run spread ([0-9.]+) % \(host history\)", speed["reason"])
     assert spread and 1000.0 <= float(spread.group(1)) < 1010.0, speed["reason"]
-    assert speed["judgement"]["processes"] == 2
+    assert speed["judgement"]["processes"] == 3
     # Never a baseline, of either tier.
     assert not baseline.baseline_path(results, HOST, "quick").exists()
     assert not baseline.baseline_path(results, HOST).exists()
@@ -112,8 +116,8 @@ def stand_in_baseline() -> dict:
     runs = []
     for index in range(baseline.RUNS_WANTED["quick"]):
         figures = {
-            "xla/speedup": {"value": 50.0 * (1 + 0.01 * (index % 3 - 1)), "kind": "speedup"},
-            "mixed_precision/mixed_float16_speedup": {"value": 2.5, "kind": "speedup"},
+            XLA_FIGURE: {"value": 50.0 * (1 + 0.01 * (index % 3 - 1)), "kind": "speedup"},
+            MIXED_FIGURE: {"value": 2.5, "kind": "speedup"},
         }
         runs.append({"run_id": f"20261101T{index:02d}0000Z-00000{index % 10}", "figures": figures})
     return {**baseline.new_baseline(HOST, "quick"), "runs": runs}
@@ -139,8 +143,8 @@ def test_a_periodic_run_compares_with_its_tier_baseline_and_publishes_it(
     assert state["last_status"] == "unproven"
     regression = state["regression"]
     assert regression["state"] == "regressed" and regression["runs"] == 20
-    assert regression["figures"]["xla/speedup"]["status"] == "regressed"
-    vanished = regression["figures"]["mixed_precision/mixed_float16_speedup"]
+    assert regression["figures"][XLA_FIGURE]["status"] == "regressed"
+    vanished = regression["figures"][MIXED_FIGURE]
     assert vanished["status"] == "regressed" and "missing" in vanished["reason"]
     textfile = sandbox.ssh(HOST, "cat /var/lib/prometheus/node-exporter/gpufleet.prom").stdout
     if not textfile:
@@ -150,7 +154,7 @@ def test_a_periodic_run_compares_with_its_tier_baseline_and_publishes_it(
     states = {s.labels["state"]: s.value for s in families["gpufleet_regression_state"]}
     assert states == {"gathering": 0.0, "ok": 0.0, "regressed": 1.0}
     flags = {s.labels["figure"]: s.value for s in families["gpufleet_figure_regressed"]}
-    assert flags["xla/speedup"] == 1.0
+    assert flags[XLA_FIGURE] == 1.0
     assert families["gpufleet_run_unproven"][0].value == 1.0
     # The unproven run did not join the baseline.
     stored = json.loads(sandbox.ssh(HOST, f"cat {path}").stdout)
