@@ -8,7 +8,7 @@ from dataclasses import dataclass
 
 from gpufleet.matrix.floors import OUTLIER_BELOW_MEDIAN, Floor, FloorError
 
-Number = int | float
+Number = (int, float)  # a tuple: isinstance on Python 3.9 hosts (no int | float there)
 
 
 @dataclass(frozen=True)

@@ -71,7 +71,17 @@ def py310_only(path: Path) -> list[str]:
     except SyntaxError as exc:
         return [f"{path.name}:{exc.lineno}: syntax Python 3.9 cannot parse"]
     found = []
+    annotations = {
+        id(n) for node in ast.walk(tree) for a in _annotations_of(node) for n in ast.walk(a)
+    }
     for node in ast.walk(tree):
+        if (
+            isinstance(node, ast.BinOp)
+            and isinstance(node.op, ast.BitOr)
+            and id(node) not in annotations
+            and any(_is_type(side) for side in (node.left, node.right))
+        ):
+            found.append(f"{path.name}:{node.lineno}: a type union A | B evaluated at run time")
         if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Name)):
             continue
         if node.func.id == "isinstance" and isinstance(node.args[-1], ast.BinOp):
@@ -79,6 +89,27 @@ def py310_only(path: Path) -> list[str]:
         if node.func.id == "zip" and any(k.arg == "strict" for k in node.keywords):
             found.append(f"{path.name}:{node.lineno}: zip(..., strict=...)")
     return found
+
+
+# Builtin types whose `|` builds a types.UnionType (Python 3.10+); annotations are strings
+# under `from __future__ import annotations`, so only unions evaluated at run time fail.
+_TYPE_NAMES = {"int", "float", "str", "bytes", "bool", "list", "dict", "tuple", "set", "type"}
+
+
+def _is_type(node: ast.expr) -> bool:
+    return (isinstance(node, ast.Name) and node.id in _TYPE_NAMES) or (
+        isinstance(node, ast.Constant) and node.value is None
+    )
+
+
+def _annotations_of(node: ast.AST) -> list[ast.expr]:
+    if isinstance(node, ast.AnnAssign):
+        return [node.annotation]
+    if isinstance(node, ast.arg) and node.annotation is not None:
+        return [node.annotation]
+    if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.returns is not None:
+        return [node.returns]
+    return []
 
 
 def test_the_hosts_modules_are_found() -> None:
@@ -95,10 +126,15 @@ def test_nothing_a_host_imports_needs_python_3_10() -> None:
 
 def test_the_check_catches_both_idioms(tmp_path: Path) -> None:
     sample = tmp_path / "sample.py"
-    sample.write_text("isinstance(1, int | float)\nlist(zip([1], [2], strict=True))\n")
-    assert py310_only(sample) == [
+    sample.write_text(
+        "isinstance(1, int | float)\nlist(zip([1], [2], strict=True))\nNumber = int | float\n"
+        "def f(x: int | None) -> str | None: ...\nflags = 1 | 2\n"
+    )
+    assert sorted(py310_only(sample)) == [
+        "sample.py:1: a type union A | B evaluated at run time",
         "sample.py:1: isinstance(x, A | B)",
         "sample.py:2: zip(..., strict=...)",
+        "sample.py:3: a type union A | B evaluated at run time",
     ]
 
 
