@@ -6,8 +6,8 @@ import json
 
 import pytest
 
+from tests.unit.deploy_plan_fleet import run_pyinfra
 from tests.unit.fake_fleet import H100, FakeGpuHost, write_inventory
-from tests.unit.test_deploy_plan import run_pyinfra
 
 
 @pytest.mark.parametrize(

@@ -19,8 +19,8 @@ from gpufleet.spec import NodeSpec
 from gpufleet.stages.host_probe import HostState, PciDevice, parse_probe
 from gpufleet.stages.node import NodePlan
 from gpufleet.stages.preflight import refusals
-from tests.unit.fake_fleet import FakeGpuHost
-from tests.unit.test_deploy_plan import run_pyinfra, write_inventory
+from tests.unit.deploy_plan_fleet import run_pyinfra
+from tests.unit.fake_fleet import FakeGpuHost, write_inventory
 
 S = "##gpufleet-probe:"
 AUDIT = (
