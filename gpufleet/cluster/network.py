@@ -30,6 +30,8 @@ LATENCY_MAX_MS = 1.0
 PING_COUNT = 10
 # Tries per link before it fails: iperf3 itself fails now and again (see measure_link).
 LINK_TRIES = 3
+# How long a just-started iperf3 server may take to listen (it takes milliseconds when well).
+LISTEN_WAIT_S = 10
 _RTT = re.compile(r"= ([0-9.]+)/([0-9.]+)/([0-9.]+)/([0-9.]+) ms")
 _LOSS = re.compile(r"([0-9.]+)% packet loss")
 
@@ -123,19 +125,26 @@ def measure_link(launcher: Launcher, client: ClusterHost, server: ClusterHost) -
     serving = launcher.start(
         server, label, ["iperf3", "-s", "-1", "-p", str(IPERF3_PORT), "-B", address]
     )
-    # No --connect-timeout (esnet/iperf#1150). The retries below cover a server not yet
-    # listening, however the client words it (server_not_ready).
+    # No --connect-timeout (esnet/iperf#1150). The client starts only once the server listens:
+    # iperf3 3.9 reports a client that came too early as "unable to send control message: Bad
+    # file descriptor" (esnet/iperf#1233), and a -1 server may end after such a try. The
+    # retries below are for a server that still was not ready, however the client words it.
     client_argv = f"iperf3 -J -c {address} -p {IPERF3_PORT} -t {IPERF3_SECONDS} -P {IPERF3_STREAMS}"
     gbps, error = None, "iperf3 server did not answer"
     try:
-        for _attempt in range(10):  # the server needs a moment to listen
+        listening = wait_listening(launcher, server, IPERF3_PORT)
+        if not listening:
+            error = f"iperf3 server on {server.name} was not listening on {IPERF3_PORT} within "
+            error += f"{LISTEN_WAIT_S} s"
+        for _attempt in range(10 if listening else 0):
             if serving.finished():
                 _status, _out, err = serving.wait(1)
                 error = f"iperf3 server on {server.name} exited: {err.strip()[:200]}"
                 break
             _status, out, err = launcher.run(client, client_argv, timeout=IPERF3_SECONDS + 30)
             gbps, error = parse_iperf3(out)
-            if gbps is not None or not server_not_ready(error):
+            # 3.9 puts the reason on stderr and leaves an empty "end" in its JSON
+            if gbps is not None or not server_not_ready(f"{error} {err}"):
                 if err.strip():
                     error += f" (stderr: {err.strip()[-200:]})"
                 break
@@ -152,6 +161,23 @@ def measure_link(launcher: Launcher, client: ClusterHost, server: ClusterHost) -
     )
     link["latency_ms"], link["loss_pct"] = parse_ping(out)
     return link
+
+
+def listening_script(port: int, wait_s: int) -> str:
+    """A shell line that exits 0 once something listens on TCP ``port``, 1 after ``wait_s``."""
+    tries = int(wait_s) * 10
+    return (
+        f"i=0; while [ $i -lt {tries} ]; do ss -Htln 'sport = :{int(port)}' | grep -q . "
+        f"&& exit 0; sleep 0.1; i=$((i+1)); done; exit 1"
+    )
+
+
+def wait_listening(launcher: Launcher, host: ClusterHost, port: int) -> bool:
+    """Whether ``host`` listens on ``port`` within LISTEN_WAIT_S (one ssh round trip)."""
+    status, _out, _err = launcher.run(
+        host, listening_script(port, LISTEN_WAIT_S), timeout=LISTEN_WAIT_S + 20
+    )
+    return status == 0
 
 
 def server_not_ready(error: str) -> bool:

@@ -12,13 +12,17 @@ import json
 import subprocess
 import sys
 import time
+import xml.etree.ElementTree as ET
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from prometheus_client.parser import text_string_to_metric_families
 
 from gpufleet.cluster.config import IPERF3_PORT, WORKER_PORT
+from gpufleet.cluster.output import TEXTFILE
 from gpufleet.cluster.schema import validate_cluster_results
+from gpufleet.sandbox.network import veth_name
 from tests.integration.conftest import REPO, Sandbox, gpufleet, running_sandbox
 
 pytestmark = pytest.mark.integration
@@ -77,6 +81,75 @@ def leftovers(fleet: Sandbox) -> dict[str, str]:
         if proc.stdout.strip():
             found[host] = proc.stdout.strip()
     return found
+
+
+def test_a_throttled_link_fails_the_tier_naming_its_host(fleet: Sandbox, tmp_path: Path) -> None:
+    veth = veth_name(THROTTLED)
+    tbf = ["tc", "qdisc", "add", "dev", veth, "root", "tbf", "rate", "100mbit"]
+    subprocess.run([*tbf, "burst", "32kbit", "latency", "400ms"], check=True)
+    try:
+        proc = cluster_run(tmp_path)
+    finally:
+        subprocess.run(["tc", "qdisc", "del", "dev", veth, "root"], check=True)
+    assert proc.returncode == 1, proc.stdout[-4000:] + proc.stderr[-2000:]
+    doc = the_document(tmp_path)
+    assert doc["status"] == "fail"
+    network = next(c for c in doc["culprits"] if c["check"] == "network")
+    assert network["hosts"] == [THROTTLED], network
+    for link in doc["network"]["links"]:
+        into_throttled = link["target"] == THROTTLED
+        assert link["status"] == ("fail" if into_throttled else "pass"), link
+        if into_throttled:
+            assert link["gbps"] < 0.2 and "0.7" in link["reason"], link
+    assert f"named: {THROTTLED}" in proc.stdout
+    assert doc["training"]["status"] == "pass"  # the tiny job does not need 100 Mbit/s
+    assert not leftovers(fleet)
+
+
+def test_the_cluster_tier_passes_once_the_link_is_back(fleet: Sandbox, tmp_path: Path) -> None:
+    started = time.monotonic()
+    proc = cluster_run(tmp_path)
+    wall_s = time.monotonic() - started
+    assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-2000:]
+    doc = the_document(tmp_path)
+    assert doc["status"] == "pass" and doc["culprits"] == []
+    assert [h["interconnect_gbps"] for h in doc["hosts"]] == [1, 1, 1]
+    links = doc["network"]["links"]
+    assert doc["network"]["mode"] == "all_pairs" and len(links) == 6
+    # the MTU the host's interface really has (the sandbox's veths follow this machine's)
+    mtu = {h: int(fleet.ssh(h, "cat /sys/class/net/eth0/mtu").stdout) for h in HOSTS}
+    for link in links:
+        assert link["gbps"] >= 0.7 and link["latency_ms"] < 1.0, link
+        assert link["interface"] == "eth0" and link["mtu"] == mtu[link["source"]], link
+    training = doc["training"]
+    assert training["status"] == "pass" and training["identical_weights"] is True
+    assert len({w["weights_sha256"] for w in training["workers"]}) == 1
+    assert {w["implementation"] for w in training["workers"]} == {"ring"}
+    assert {w["workers"] for w in training["workers"]} == {3}
+    assert training["max_weight_diff_vs_single"] <= 1e-4
+    assert training["speed"] == {"status": "not_applicable", "reason": "no GPU"}
+    assert doc["nccl_tests"] == {"status": "skipped", "reason": "no GPU"}
+    assert set(doc["cleanup"].values()) == {"clean"}
+    # JUnit, HTML matrix, the terminal table
+    junit_path = next((tmp_path / "junit").glob("cluster-*.xml"))
+    (suite,) = ET.parse(junit_path).getroot().iter("testsuite")
+    assert suite.get("name") == "cluster:sandbox" and suite.get("failures") == "0"
+    html = next((tmp_path / "cluster" / "sandbox").glob("*.html")).read_text()
+    assert html.count('<td class="pass"') >= 6 and "gfsb-h3</th>" in html
+    assert "group sandbox (3 hosts)" in proc.stdout
+    # Prometheus, on every host
+    for host in HOSTS:
+        text = fleet.ssh(host, f"cat {TEXTFILE_DIR}/{TEXTFILE}").stdout
+        samples = {
+            (s.name, s.labels.get("peer")): s.value
+            for family in text_string_to_metric_families(text)
+            for s in family.samples
+        }
+        assert samples[("gpufleet_cluster_ok", None)] == 1.0
+        peers = {p for (name, p) in samples if name == "gpufleet_cluster_link_gbps"}
+        assert peers == set(HOSTS) - {host}
+    assert not leftovers(fleet)
+    print(f"cluster tier, 3 hosts: {wall_s:.0f} s")
 
 
 def start_long_run(results: Path) -> subprocess.Popen[str]:

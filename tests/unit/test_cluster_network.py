@@ -80,3 +80,65 @@ def test_a_server_not_listening_yet_is_retried_however_iperf3_words_it(
     error: str, retry: bool
 ) -> None:
     assert network.server_not_ready(error) is retry
+
+
+def test_the_listening_check_is_a_real_shell_loop_that_ends(tmp_path: Path) -> None:
+    """The wait for the server, run by a real sh with an `ss` stand-in: found, then not."""
+    import subprocess
+
+    fake = tmp_path / "ss"
+    fake.write_text('#!/bin/sh\n[ -e "$(dirname "$0")/up" ] && echo "LISTEN 0 5 10.0.0.2:5201"\n')
+    fake.chmod(0o755)
+    env = {"PATH": f"{tmp_path}:/usr/bin:/bin"}
+    script = network.listening_script(5201, 1)
+    assert "sport = :5201" in script
+    assert subprocess.run(["sh", "-c", script], env=env, timeout=10).returncode == 1
+    (tmp_path / "up").touch()
+    assert subprocess.run(["sh", "-c", script], env=env, timeout=10).returncode == 0
+
+
+class ScriptedLauncher:
+    """A launcher whose server listens at once and whose client answers as iperf3 3.9 did on
+    the sandbox (an empty "end", the reason on stderr) until it answers with a measurement."""
+
+    def __init__(self, client_answers: list[tuple[str, str]]) -> None:
+        self.client_answers = client_answers
+        self.calls: list[str] = []
+
+    def run(self, host: ClusterHost, script: str, timeout: float = 60) -> tuple[int, str, str]:
+        self.calls.append(script)
+        if script.startswith("ip -j route get"):
+            return 0, '[{"dev": "eth0"}]', ""
+        if script.startswith("cat /sys/class/net/"):
+            return 0, "1500\n", ""
+        if "sport = :" in script:
+            return 0, "", ""
+        if script.startswith("iperf3 -J -c"):
+            return (1, *self.client_answers.pop(0))
+        return 0, (FIXTURES / "ping_loopback.txt").read_text(), ""
+
+    def start(self, host: ClusterHost, label: str, argv: list[str]) -> object:
+        class Serving:
+            def finished(self) -> bool:
+                return False
+
+            def wait(self, timeout: float) -> tuple[int, str, str]:
+                return 0, "", ""
+
+        return Serving()
+
+    def stop(self, host: ClusterHost, label: str) -> None:
+        self.calls.append(f"stop {label}")
+
+
+def test_a_client_too_early_for_iperf3_3_9_is_tried_again_after_the_server_listens() -> None:
+    early = ('{"start": {}, "intervals": [], "end": {}}', "iperf3: error - unable to send "
+             "control message: Bad file descriptor\n")  # fmt: skip
+    measured = ((FIXTURES / "iperf3_3.12_loopback.json").read_text(), "")
+    launcher = ScriptedLauncher([early, measured])
+    link = network.measure_link(launcher, host("h1"), host("h2"))  # type: ignore[arg-type]
+    assert link["gbps"] == pytest.approx(10.48, abs=0.01) and link["error"] == ""
+    clients = [c for c in launcher.calls if c.startswith("iperf3 -J -c")]
+    assert len(clients) == 2
+    waited = next(i for i, c in enumerate(launcher.calls) if "sport = :" in c)
+    assert waited < launcher.calls.index(clients[0])  # listening checked before the client
