@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -13,6 +14,7 @@ from gpufleet.inventory import InventoryHost
 WORKER_PORT = 23456
 IPERF3_PORT = 5201
 PORTS = (WORKER_PORT, IPERF3_PORT)
+_RUN_ID = re.compile(r"[0-9A-Za-z-]{1,64}")
 
 
 class ClusterError(ValueError):
@@ -37,6 +39,10 @@ class ClusterHost:
     sudo: bool
     textfile_dir: str | None  # None: node_exporter off, no Prometheus textfile
     worker_port: int = WORKER_PORT
+    # scheduler: slurm in the inventory: the workers run as srun jobs (gpufleet.cluster.srun)
+    slurm: bool = False
+    slurm_partition: str | None = None
+    gpu_count: int | None = None
 
 
 def cluster_host(host: InventoryHost, alias: str) -> ClusterHost:
@@ -64,7 +70,17 @@ def cluster_host(host: InventoryHost, alias: str) -> ClusterHost:
         gpu_less=spec.gpu_less,
         sudo=bool(host.data.get("_sudo")),
         textfile_dir=spec.textfile_dir if spec.node_exporter else None,
+        slurm=spec.scheduler == "slurm",
+        slurm_partition=spec.slurm_partition,
+        gpu_count=spec.gpu_count,
     )
+
+
+def plain_run_id(run_id: str) -> str:
+    """``run_id`` itself once checked: it names a directory and Slurm jobs on every host."""
+    if not _RUN_ID.fullmatch(run_id):
+        raise ValueError(f"run id {run_id!r} is not letters, digits and '-'")
+    return run_id
 
 
 def group_name(hosts: Sequence[InventoryHost], limits: Sequence[str]) -> str:

@@ -16,20 +16,18 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from gpufleet.cluster.config import IPERF3_PORT, ClusterHost
+from gpufleet.cluster import srun
+from gpufleet.cluster.config import IPERF3_PORT, ClusterHost, plain_run_id
 
 # ssh options on top of the generated ssh_config: one connection per host for the whole run.
 MUX = ["-o", "ControlMaster=auto", "-o", "ControlPersist=120", "-o", "ConnectTimeout=10"]
-RUN_ID_RE = re.compile(r"[0-9A-Za-z-]{1,64}")
 # Seconds a process gets between SIGTERM and SIGKILL.
 TERM_GRACE_S = 3
 
 
 def run_dir(run_id: str) -> str:
     """The run's directory on every host: ``/tmp/gpufleet-cluster-20261201T120000Z-abc123``."""
-    if not RUN_ID_RE.fullmatch(run_id):
-        raise ValueError(f"run id {run_id!r} is not letters, digits and '-'")
-    return f"/tmp/gpufleet-cluster-{run_id}"
+    return f"/tmp/gpufleet-cluster-{plain_run_id(run_id)}"
 
 
 def env_prefix(env: Mapping[str, str]) -> str:
@@ -142,9 +140,12 @@ class Launcher:
         left: dict[str, str] = {}
         for host in hosts:
             d = shlex.quote(self.directory)
+            # an srun job can outlive its killed srun for a moment: cancel and wait for it
+            cancel = f"{srun.cancel_script(self.run_id)}; " if host.slurm else ""
             script = (
                 f'if [ -d {d} ]; then for f in {d}/*.pid; do [ -f "$f" ] || continue; '
                 f"{kill_script(chr(34) + '$f' + chr(34))}; done; rm -rf {d}; fi; "
+                + cancel
                 + leftover_script(sorted({host.worker_port, IPERF3_PORT, *ports}))
             )
             status, out, err = self.run(host, script, timeout=TERM_GRACE_S + 60)

@@ -14,6 +14,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from gpufleet.cluster import srun
 from gpufleet.cluster.config import PORTS, ClusterHost, tf_config
 from gpufleet.cluster.launcher import Launcher, Remote
 
@@ -102,11 +103,10 @@ def run_job(
     for index, host in enumerate(chosen):
         config = None if reference else tf_config(chosen, index)
         label = f"{WORKER_LABEL}-ref" if reference else WORKER_LABEL
-        remotes.append(
-            launcher.start(
-                host, label, worker_argv(host, steps, global_batch, step), worker_env(host, config)
-            )
-        )
+        argv = worker_argv(host, steps, global_batch, step)
+        if host.slurm:
+            argv = srun.srun_argv(host, launcher.run_id, argv)
+        remotes.append(launcher.start(host, label, argv, worker_env(host, config)))
     outcome = JobOutcome(documents={})
     pending = list(remotes)
     failed: list[tuple[Remote, int | None, str]] = []
@@ -156,6 +156,7 @@ def judge(group: JobOutcome, single: JobOutcome, hosts: Sequence[ClusterHost]) -
             k: v for k, v in next(iter(single.documents.values()), {}).items() if k != "weights"
         },
         "ports": list(PORTS),
+        "launcher": "srun" if any(h.slurm for h in hosts) else "ssh",
         "wall_s": round(group.wall_s, 2),
     }
     if group.failure:

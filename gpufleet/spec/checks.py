@@ -119,6 +119,7 @@ _MAXIMA = {
 # A host name or IPv4/IPv6 address, nothing a shell or TF_CONFIG gives meaning to.
 _ADDRESS = re.compile(r"(?![-.])[A-Za-z0-9._-]{1,253}|[0-9A-Fa-f:.]{2,45}")
 # A DNS name (RFC 1123 labels) or a dotted IPv4 address: it reaches scontrol's command line.
+_SLURM_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")
 _HOST_NAME = re.compile(
     r"(?:[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?)(?:\.[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}"
     r"[A-Za-z0-9])?)*"
@@ -184,6 +185,11 @@ def _format_errors(key: str, value: Any) -> list[str]:
         return [
             f"slurm_controller = {value!r} is not a host name or IPv4 address. Fix: e.g. "
             "'slurmctl01' or '10.0.0.5' (the SlurmctldHost of slurm.conf)."
+        ]
+    if key == "slurm_partition" and not _SLURM_NAME.fullmatch(value):
+        return [
+            f"slurm_partition = {value!r} is not a Slurm partition name. Fix: letters, digits, "
+            "_ . - (at most 64), e.g. 'gpu' (PartitionName= in slurm.conf)."
         ]
     if key == "miniforge_version" and not _MINIFORGE_VERSION.fullmatch(value):
         return [f"miniforge_version = {value!r} is not a release like '25.3.0-3'."]

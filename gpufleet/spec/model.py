@@ -193,6 +193,9 @@ class NodeSpec:
     scheduler: str = _key("none", "the fleet's scheduler", ("none", "slurm"))
     slurm_controller: str | None = _key(None, "slurmctld's host name or address")
     slurm_health_interval: int = _key(300, "Slurm HealthCheckInterval (s) of the health check")
+    slurm_partition: str | None = _key(
+        None, "partition the cluster tier's srun jobs go to; unset: Slurm's default partition"
+    )
     thresholds: dict[str, Any] = field(
         default_factory=dict, hash=False, metadata=_meta("validation threshold overrides by name")
     )
