@@ -8,8 +8,10 @@ import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 
+from rich.console import Console
+
 from gpufleet.inventory import InventoryError, InventoryHost, load_hosts
-from gpufleet.rollout import machine
+from gpufleet.rollout import machine, progress
 from gpufleet.rollout import state as st
 from gpufleet.scheduler.rule import SchedulerError
 
@@ -91,24 +93,10 @@ def make_scheduler(
     return Slurm(ssh_runner(match[0], workdir))
 
 
-def summary(state: st.RolloutState) -> None:
-    from rich.console import Console
-    from rich.table import Table
-
-    table = Table(title="gpufleet rollout")
-    for column in ("host", "state", "reason"):
-        table.add_column(column)
-    for record in state.hosts.values():
-        table.add_row(record.name, record.state, record.reason)
-    console = Console()
-    console.print(table)
-    counts = ", ".join(f"{n} {s}" for s, n in state.counts().items() if n)
-    console.print(
-        f"hosts: {counts}"
-        + (f"; stopped: {state.stopped_because}" if state.stopped_because else ""),
-        soft_wrap=True,  # one line, whatever the width: scripts grep it
-        markup=False,
-    )
+def summary(state: st.RolloutState, console: Console) -> None:
+    console.print(progress.host_table(state))
+    # one line, whatever the width: scripts grep it
+    console.print(progress.counts_line(state), soft_wrap=True, markup=False)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -154,10 +142,18 @@ def run(args: argparse.Namespace) -> int:
             data=args.data,
             select=args.select,
         )
-        result = machine.Rollout(
-            saved, scheduler, steps, options, state_path=args.state_file, textfile=args.textfile
-        ).run()
-    summary(result)
+        console = Console()
+        with progress.display(saved, console) as log:
+            result = machine.Rollout(
+                saved,
+                scheduler,
+                steps,
+                options,
+                state_path=args.state_file,
+                textfile=args.textfile,
+                log=log,
+            ).run()
+    summary(result, console)
     return 0 if not result.in_state("failed", "pending") else 1
 
 

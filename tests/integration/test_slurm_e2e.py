@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import json
 import os
+import signal
 import subprocess
 import sys
 import time
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
@@ -192,3 +195,149 @@ ExecStart=/bin/sh -c 'echo "{CLEAR}" > /etc/apt/apt.conf.d/zzzz-gf-inject'
 [Install]
 WantedBy=multi-user.target
 """
+
+
+class Sampler:
+    """sinfo every second on the controller: which nodes were out of service at once."""
+
+    def __init__(self, cluster: Sandbox) -> None:
+        import threading
+
+        self.cluster = cluster
+        self.samples: list[list[str]] = []
+        self.stop = threading.Event()
+        self.thread = threading.Thread(target=self._run, daemon=True)
+        self.thread.start()
+
+    def _run(self) -> None:
+        from gpufleet.scheduler.rule import SINFO_FORMAT, parse_sinfo
+
+        while not self.stop.is_set():
+            proc = self.cluster.ssh(0, f"sinfo -h -N -o '{SINFO_FORMAT}'", timeout=10)
+            if proc.returncode == 0:  # the controller itself reboots during its upgrade
+                nodes = parse_sinfo(proc.stdout)
+                self.samples.append(sorted(n.name for n in nodes.values() if n.out_of_service))
+            time.sleep(1)
+
+    def peak(self) -> int:
+        self.stop.set()
+        self.thread.join(15)
+        return max((len(s) for s in self.samples), default=0)
+
+
+def rollout_args(tmp: Path, *extra: str) -> list[str]:
+    return [
+        sys.executable,
+        "-m",
+        "gpufleet.cli",
+        "rollout",
+        "inventories/sandbox.py",
+        "tests/integration/slurm_stages.py",
+        "--data",
+        "driver_branch=580",
+        "--data",
+        f"slurm_health_interval={INTERVAL_S}",
+        "--select",
+        GATE,
+        "--state-file",
+        str(tmp / "state.json"),
+        "--textfile",
+        str(tmp / "rollout.prom"),
+        "--results-dir",
+        str(tmp / "results"),
+        *extra,
+    ]
+
+
+def saved_states(tmp: Path) -> dict[str, str]:
+    try:
+        data = json.loads((tmp / "state.json").read_text())
+    except (OSError, ValueError):
+        return {}
+    return {h["name"]: h["state"] for h in data["hosts"]}
+
+
+# The rollout e2e takes about 10 minutes (three sequential driver upgrades with reboots, a kill
+# and two restarts): more than CI's 45-minute budget has left, so it runs on request.
+ROLLOUT_E2E = "GPUFLEET_E2E_ROLLOUT"
+
+
+@pytest.mark.skipif(
+    os.environ.get(ROLLOUT_E2E) != "1",
+    reason=f"the ~10 min rollout e2e runs on request: {ROLLOUT_E2E}=1 (CI's time budget)",
+)
+def test_rollout_570_to_580_one_at_a_time_job_kill_and_failure(
+    integrated: Sandbox, tmp_path: Path
+) -> None:
+    first, faulty, last = (h.name for h in integrated.state.hosts)
+    unit = f"cat > /etc/systemd/system/gf-inject.service <<'EOF'\n{INJECT}EOF\n"
+    assert integrated.ssh(faulty, unit + "systemctl enable gf-inject.service").returncode == 0
+    job = on_controller(integrated, f"sbatch --parsable -w {first} --wrap 'sleep 40'").strip()
+    deadline = time.monotonic() + 30  # a job still pending on a drained node never runs there
+    while not on_controller(integrated, f"squeue -h -t RUNNING -j {job}").strip():
+        assert time.monotonic() < deadline, f"job {job} did not start on {first}"
+        time.sleep(0.5)
+    submitted = time.time()  # running from here, for 40 s at most
+    sampler = Sampler(integrated)
+    started = time.monotonic()
+    env = {**os.environ, "PYINFRA_PROGRESS": "off"}
+    one = ("--max-unavailable", "1", "--max-failures", "1")
+    proc = subprocess.Popen(
+        rollout_args(tmp_path, *one),
+        cwd=REPO,
+        env=env,
+        start_new_session=True,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    running_seen = False
+    while saved_states(tmp_path).get(first) != "deploying" and proc.poll() is None:
+        if saved_states(tmp_path).get(first) == "waiting-for-jobs":
+            running = on_controller(integrated, f"squeue -h -t RUNNING -j {job}").strip()
+            running_seen |= bool(running)
+        time.sleep(0.5)
+    os.killpg(proc.pid, signal.SIGKILL)  # the controller and its pyinfra child, mid-deploy
+    proc.wait(30)
+    killed_at = saved_states(tmp_path)
+    print(f"\nkilled at {killed_at} after {time.monotonic() - started:.0f} s")
+    history = json.loads((tmp_path / "state.json").read_text())["hosts"][0]["history"]
+    deploying_at = next(t for t, s in history if s == "deploying")
+    # the job (40 s) held the host in waiting-for-jobs: no deploy while it ran
+    assert running_seen, "the job was not seen running while the host waited for it"
+    assert deploying_at >= submitted + 35, f"deploy began {deploying_at - submitted:.0f} s in"
+    assert killed_at[first] == "deploying"
+    assert node(integrated, first)[1].startswith("gpufleet: rollout:")
+    second = subprocess.run(
+        rollout_args(tmp_path, *one),
+        cwd=REPO,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=1200,
+    )
+    print(second.stdout[-2500:])
+    assert second.returncode == 1, second.stdout + second.stderr
+    assert saved_states(tmp_path) == {first: "done", faulty: "failed", last: "pending"}
+    assert "--max-failures 1 reached" in second.stdout
+    state, reason = node(integrated, faulty)
+    assert state.startswith("drain") and reason.startswith("gpufleet: rollout: validation failed")
+    assert sampler.peak() <= 1, sampler.samples
+    third = subprocess.run(
+        rollout_args(tmp_path, "--max-unavailable", "2", "--max-failures", "2"),
+        cwd=REPO,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=1200,
+    )
+    assert third.returncode == 1, third.stdout + third.stderr  # one host failed
+    assert saved_states(tmp_path) == {first: "done", faulty: "failed", last: "done"}
+    assert node(integrated, faulty)[1].startswith("gpufleet: rollout: validation failed")
+    for name in (first, last):
+        assert node(integrated, name)[0] == "idle"
+        version = integrated.ssh(name, "dpkg-query -W -f '${Version}' nvidia-open").stdout
+        assert version.startswith("580."), version
+    prom = (tmp_path / "rollout.prom").read_text()
+    assert 'gpufleet_rollout_hosts{state="done"} 2' in prom
+    assert 'gpufleet_rollout_hosts{state="failed"} 1' in prom
+    print(f"rollout of 3 hosts with kill and restart: {time.monotonic() - started:.0f} s")
