@@ -16,7 +16,7 @@
                              "reason", "error", "failed_tries": [iperf3 errors before
                              the try that counted]}]},
       "training": {"status", "reason", "named", "workers": [...], "reference": {...},
-                   "identical_weights", "max_weight_diff_vs_single",
+                   "launcher": "ssh" | "srun", "identical_weights", "max_weight_diff_vs_single",
                    "loss_rel_diff_vs_single", "speed": {"status", "reason"}},
       "nccl_tests": {"status", "reason"},
       "culprits": [{"check": "network" | "training", "hosts": [names], "how": str}],
