@@ -161,11 +161,15 @@ def test_quick_validation_passes(fleet: Fleet) -> None:
 
 
 def test_drift_is_clean(fleet: Fleet) -> None:
+    # The deploy-plan half of drift on this OS: the quick tier's half is the validation test
+    # above (the merge of the two is OS-independent, tested in test_deploy_e2e), and running
+    # it again here cost CI about 20 s per OS.
     started = time.monotonic()
     proc = gpufleet(
         "drift",
         INVENTORY,
         "--json",
+        "--no-validation",
         "--results-dir",
         str(fleet.results),
         check=False,

@@ -50,6 +50,14 @@ def _tools() -> None:
         pytest.skip(f"missing {', '.join(missing)} (apt-get install iperf3 iputils-ping iproute2)")
 
 
+@pytest.fixture(autouse=True)
+def _short_links(monkeypatch: pytest.MonkeyPatch) -> None:
+    """1 s of iperf3 and 3 pings per link: these tests prove the tier's logic on loopback, not
+    a link's speed, and the shipped 3 s + 10 pings cost CI 6 links x 5 s per run."""
+    monkeypatch.setattr(network, "IPERF3_SECONDS", 1)
+    monkeypatch.setattr(network, "PING_COUNT", 3)
+
+
 def hosts(gbps: int = 1) -> list[ClusterHost]:
     # TensorFlow's gRPC server listens on its port on every address: one port per host.
     return [
