@@ -3,7 +3,7 @@
 `gpufleet sandbox up --hosts 3 --slurm` (slurmctld on the first host, slurmd on all three),
 the whole deploy, then `gpufleet validate --tier cluster`: the inventory says
 `scheduler: slurm`, so every worker and the single-host reference run are one-task exclusive
-jobs on their own nodes. Takes about 6 minutes, so it runs on request (CI's time budget).
+jobs on their own nodes. Takes about 4.5 minutes, so it runs on request (CI's time budget).
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ pytestmark = [
     pytest.mark.integration,
     pytest.mark.skipif(
         os.environ.get(SRUN_E2E) != "1",
-        reason=f"the ~6 min srun cluster e2e runs on request: {SRUN_E2E}=1 (CI's time budget)",
+        reason=f"the ~4.5 min srun cluster e2e runs on request: {SRUN_E2E}=1 (CI's time budget)",
     ),
 ]
 INVENTORY = "inventories/sandbox.py"
