@@ -15,6 +15,8 @@ WORKER_PORT = 23456
 IPERF3_PORT = 5201
 PORTS = (WORKER_PORT, IPERF3_PORT)
 _RUN_ID = re.compile(r"[0-9A-Za-z-]{1,64}")
+# A training worker's command line as `ps` shows it, for grep (the [v] keeps grep's own line out).
+WORKER_PS_PATTERN = "[v]alidation\\.cluster\\.worker"
 
 
 class ClusterError(ValueError):

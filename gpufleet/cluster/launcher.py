@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from gpufleet.cluster import srun
-from gpufleet.cluster.config import IPERF3_PORT, ClusterHost, plain_run_id
+from gpufleet.cluster.config import IPERF3_PORT, WORKER_PS_PATTERN, ClusterHost, plain_run_id
 
 # ssh options on top of the generated ssh_config: one connection per host for the whole run.
 MUX = ["-o", "ControlMaster=auto", "-o", "ControlPersist=120", "-o", "ConnectTimeout=10"]
@@ -193,10 +193,7 @@ def kill_script(pidfile: str) -> str:
 
 def leftover_script(ports: Sequence[int]) -> str:
     """Prints what of the tier still runs or listens (nothing when clean)."""
-    checks = [
-        "ps -eo pid=,args= | grep -E '[v]alidation\\.cluster\\.worker|[i]perf3 ' "
-        "| sed 's/^/process /'"
-    ]
+    checks = [f"ps -eo pid=,args= | grep -E '{WORKER_PS_PATTERN}|[i]perf3 ' | sed 's/^/process /'"]
     for port in ports:
         checks.append(f"ss -Htln 'sport = :{int(port)}' | sed 's/^/listening on {int(port)}: /'")
     return "; ".join(checks) + "; true"

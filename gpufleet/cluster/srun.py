@@ -15,7 +15,7 @@ from __future__ import annotations
 import shlex
 from collections.abc import Sequence
 
-from gpufleet.cluster.config import ClusterHost, plain_run_id
+from gpufleet.cluster.config import WORKER_PS_PATTERN, ClusterHost, plain_run_id
 
 JOB_PREFIX = "gpufleet-cluster-"
 # Seconds srun may wait for its node before giving up: a node that is busy (a user's job),
@@ -55,7 +55,7 @@ def cancel_script(run_id: str) -> str:
     most) until no worker of the run is left on the host: a job whose srun was killed can
     outlive it for a moment under slurmstepd."""
     name = shlex.quote(job_name(run_id))
-    worker = "ps -eo args= | grep -q '[v]alidation\\.cluster\\.worker'"
+    worker = f"ps -eo args= | grep -q '{WORKER_PS_PATTERN}'"
     return (
         f"scancel --quiet --name={name} 2>/dev/null; "
         f"i=0; while {worker} && [ $i -lt 100 ]; do sleep 0.1; i=$((i+1)); done"

@@ -12,7 +12,7 @@ Example:
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
 
 from rich.console import Console, Group
@@ -21,8 +21,7 @@ from rich.table import Table
 from rich.text import Text
 
 from gpufleet.rollout import state as st
-
-Log = Callable[[str], None]
+from gpufleet.rollout.machine import Log
 
 
 def host_table(state: st.RolloutState, now: float | None = None) -> Table:
