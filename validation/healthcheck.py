@@ -267,7 +267,8 @@ def main(argv: Sequence[str] | None = None) -> int:
 
         node = args.node or socket.gethostname().split(".", 1)[0]
         try:
-            action = Slurm(local_runner).apply(node, failure)
+            passed = {check for check, status, _message in results if status == "pass"}
+            action = Slurm(local_runner).apply(node, failure, passed)
         except SchedulerError as exc:
             print(f"gpufleet-healthcheck: {exc}", file=sys.stderr)
             return 2

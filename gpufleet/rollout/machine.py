@@ -27,6 +27,9 @@ POLL_S = 5.0
 # How long the rollout waits for a slot when hosts it did not fail are out of service (a
 # rebooted controller's nodes answer again within seconds; an operator may resume a drain).
 SLOT_WAIT_S = 600.0
+# How long a resumed host may take to be back in service (a rebooted slurmd registers within
+# seconds; Slurm shows the node `idle*` until then). Past it the host fails, drained again.
+RESUME_WAIT_S = 300.0
 
 
 class Scheduler(Protocol):
@@ -170,7 +173,30 @@ class Rollout:
         if record.state == "resuming":
             self.scheduler.resume(record.name)
             record.drained_by_us = False
+            still_out = self._wait_in_service(record.name)
+            if still_out is not None:
+                self._fail(
+                    record,
+                    "resume",
+                    f"not back in service {RESUME_WAIT_S:.0f} s after its resume ({still_out})",
+                )
+                return
             self._set(record, "done", "")
+
+    def _wait_in_service(self, name: str) -> str | None:
+        """None once the scheduler gives the host jobs again; else why not, at the deadline.
+
+        Done means in service: the next batch counts a host that does not respond yet as out,
+        and --max-unavailable would be exceeded for a moment without this wait.
+        """
+        deadline = self.clock() + RESUME_WAIT_S
+        while True:
+            out = self.scheduler.out_of_service([name])
+            if name not in out:
+                return None
+            if self.clock() >= deadline:
+                return out[name]
+            self.sleep(POLL_S)
 
     # ------------------------------------------------------------------ the fleet
     def failures(self) -> int:

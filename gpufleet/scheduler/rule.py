@@ -7,6 +7,7 @@ health check), so it needs the standard library only.
 from __future__ import annotations
 
 import re
+from collections.abc import Collection
 from dataclasses import dataclass, field
 
 REASON_PREFIX = "gpufleet:"
@@ -57,6 +58,13 @@ class NodeState:
     state: str  # the base state word: idle, mixed, allocated, drained, draining, down, ...
     flags: frozenset[str] = field(default_factory=frozenset)
     reason: str = ""
+
+    @property
+    def shown(self) -> str:
+        """The state as sinfo prints it: ``idle*``, ``drained``, ``idle+drain``."""
+        suffixes = "".join(ch for ch in _STATE_SUFFIXES if ch in self.flags)
+        extra = "".join(f"+{f}" for f in sorted(self.flags) if f not in _STATE_SUFFIXES)
+        return f"{self.state}{extra}{suffixes}"
 
     @property
     def drained(self) -> bool:
@@ -122,12 +130,21 @@ class Action:
     reason: str = ""
 
 
-def decide(node: NodeState, failure: tuple[str, str] | None) -> Action:
+def drained_for(reason: str) -> str:
+    """The check named in a gpufleet reason: ``"gpufleet: xid: Xid 79"`` -> ``"xid"``."""
+    return reason.removeprefix(REASON_PREFIX).strip().partition(": ")[0]
+
+
+def decide(
+    node: NodeState, failure: tuple[str, str] | None, passed: Collection[str] | None = None
+) -> Action:
     """The rule, given the node and the first failing check (``(check, message)``) or None.
 
     A failing node is drained with a gpufleet reason unless someone else drained it (their
     reason is kept, as NHC does) or it does not respond (Slurm handles it). A passing node
-    is resumed only when gpufleet drained it; a node drained by hand stays drained.
+    is resumed only when gpufleet drained it, and (given `passed`, the checks that ran and
+    passed) only when the check that drained it is among them: the health check does not
+    undo a drain for a validation check it never runs. A node drained by hand stays drained.
     """
     if failure is not None:
         reason = reason_text(*failure)
@@ -142,6 +159,11 @@ def decide(node: NodeState, failure: tuple[str, str] | None) -> Action:
             return Action("none", f"{node.name} is already drained: {node.reason}")
         return Action("drain", f"drain {node.name}: {reason}", reason)
     if node.drained and node.ours:
+        check = drained_for(node.reason)
+        if passed is not None and check not in passed:
+            return Action(
+                "none", f"{node.name} stays drained: {check!r}, which drained it, did not run"
+            )
         return Action("resume", f"resume {node.name}: it passes (was: {node.reason})")
     if node.drained:
         owner = "a rollout's" if node.held_by_rollout else "not gpufleet's"

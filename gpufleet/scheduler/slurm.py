@@ -8,7 +8,7 @@ argument is a plain argv element; a runner that needs a shell quotes each one.
 from __future__ import annotations
 
 import subprocess
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 
 from gpufleet.scheduler.rule import (
     SINFO_FORMAT,
@@ -89,15 +89,25 @@ class Slurm:
         )
 
     def resume(self, name: str) -> None:
-        self._call(["scontrol", "update", f"NodeName={check_node_name(name)}", "State=RESUME"])
+        """Return the node to service; a node already in service is left as it is.
+
+        scontrol refuses RESUME on a node that is neither drained nor down ("Invalid node
+        state specified"), which a rollout restarted right after its resume would hit.
+        """
+        node = self.node(name)
+        if node.drained or node.state in ("down", "fail", "failing"):
+            self._call(["scontrol", "update", f"NodeName={check_node_name(name)}", "State=RESUME"])
 
     def out_of_service(self, names: Sequence[str] = ()) -> dict[str, str]:
-        """``{node: reason or state}`` for the nodes taking no new jobs now."""
-        return {n.name: n.reason or n.state for n in self.nodes(names).values() if n.out_of_service}
+        """``{node: reason or state}`` for the nodes taking no new jobs now (``idle*``: the
+        state with sinfo's suffix, so a node not responding says so)."""
+        return {n.name: n.reason or n.shown for n in self.nodes(names).values() if n.out_of_service}
 
-    def apply(self, name: str, failure: tuple[str, str] | None) -> Action:
+    def apply(
+        self, name: str, failure: tuple[str, str] | None, passed: Collection[str] | None = None
+    ) -> Action:
         """Decide by the rule (gpufleet.scheduler.rule.decide) and carry it out."""
-        action = decide(self.node(name), failure)
+        action = decide(self.node(name), failure, passed)
         if action.kind == "drain":
             self.drain(name, action.reason)
         elif action.kind == "resume":

@@ -87,7 +87,8 @@ def apply(host: InventoryHost, document: Mapping[str, Any], runner_for: RunnerFo
     if isinstance(decided, str):
         return f"slurm: {host.name}: {decided}"
     try:
-        action: Action = Slurm(runner_for(host)).apply(node_name(host), decided)
+        passed = {str(c["name"]) for c in document["checks"] if c["status"] == "pass"}
+        action: Action = Slurm(runner_for(host)).apply(node_name(host), decided, passed)
     except SchedulerError as exc:
         return f"slurm: {host.name}: could not apply the result: {exc}"
     return f"slurm: {action.why}"

@@ -197,6 +197,62 @@ WantedBy=multi-user.target
 """
 
 
+# ------------------------------------------------- validate --scheduler slurm
+
+
+def validate_slurm(cluster: Sandbox, results: Path, *hosts: str) -> subprocess.CompletedProcess:
+    limits = [arg for host in hosts for arg in ("--limit", host)]
+    argv = ["validate", "inventories/sandbox.py", "--scheduler", "slurm", "--select", GATE]
+    argv += ["--results-dir", str(results), *limits]
+    return gpufleet(*argv, check=False, timeout=600)
+
+
+def results_of(results: Path, host: str) -> dict:
+    runs = sorted(p for p in results.glob(f"{host}/*.json") if not p.name.startswith("baseline"))
+    return json.loads(runs[-1].read_text())
+
+
+def test_validate_scheduler_slurm_keeps_jobs_drains_a_failure_resumes_it(
+    integrated: Sandbox, tmp_path: Path
+) -> None:
+    """`validate --scheduler slurm`: the busy host keeps its job (inconclusive); a host that
+    fails a check the health check does not run (the blacklist) is drained, then resumed."""
+    busy, sick = integrated.state.hosts[0].name, integrated.state.hosts[1].name
+    for host in (busy, sick):
+        wait_for(integrated, host, lambda s, _r: s == "idle", 3 * INTERVAL_S)
+    job = on_controller(integrated, f"sbatch --parsable -w {busy} --wrap 'sleep 300'").strip()
+    deadline = time.monotonic() + 30
+    while not on_controller(integrated, f"squeue -h -t RUNNING -j {job}").strip():
+        assert time.monotonic() < deadline, f"job {job} did not start on {busy}"
+        time.sleep(0.5)
+    inject = f"echo '{CLEAR}' > /etc/apt/apt.conf.d/zzzz-gf-inject"
+    assert integrated.ssh(sick, inject).returncode == 0
+    started = time.monotonic()
+    try:
+        first = validate_slurm(integrated, tmp_path / "one", busy, sick)
+        print(f"\nvalidate --scheduler slurm, 2 hosts: {time.monotonic() - started:.1f} s")
+        assert first.returncode != 0, first.stdout  # the sick host fails
+        kept = results_of(tmp_path / "one", busy)
+        busy_check = next(c for c in kept["checks"] if c["name"].startswith("workloads::"))
+        assert busy_check["status"] == "inconclusive" and job in busy_check["message"]
+        assert on_controller(integrated, f"squeue -h -t RUNNING -j {job}").strip()
+        assert node(integrated, busy)[0] in ("allocated", "mixed"), node(integrated, busy)
+        state, reason = node(integrated, sick)
+        assert state.startswith("drain"), (state, reason)
+        assert reason.startswith("gpufleet: ") and "blacklist" in reason, reason
+        assert integrated.ssh(sick, "rm /etc/apt/apt.conf.d/zzzz-gf-inject").returncode == 0
+        second = validate_slurm(integrated, tmp_path / "two", sick)
+        assert second.returncode == 0, second.stdout + second.stderr
+        assert node(integrated, sick)[0] == "idle", node(integrated, sick)
+    finally:
+        integrated.ssh(sick, "rm -f /etc/apt/apt.conf.d/zzzz-gf-inject")
+        on_controller(integrated, f"scancel {job}")
+        integrated.ssh(0, f"scontrol update NodeName={sick} State=RESUME")
+
+
+# ------------------------------------------------------------------ the rollout itself
+
+
 class Sampler:
     """sinfo every second on the controller: which nodes were out of service at once."""
 

@@ -15,6 +15,7 @@ from gpufleet.scheduler.rule import (
     SchedulerError,
     check_node_name,
     decide,
+    drained_for,
     parse_sinfo,
     parse_state_word,
     reason_text,
@@ -160,3 +161,24 @@ def test_a_hostile_reason_reaches_a_real_shell_as_one_argument(tmp_path: Path) -
         "State=DRAIN",
         f"Reason={reason}",
     ]
+
+
+@pytest.mark.parametrize(
+    ("reason", "passed", "want"),
+    [
+        ("gpufleet: persistence: nvidia-persistenced is inactive", {"persistence"}, "resume"),
+        ("gpufleet: persistence: nvidia-persistenced is inactive", {"xid", "ecc"}, "none"),
+        ("gpufleet: host_state::blacklist: cleared", {"host_state::blacklist"}, "resume"),
+        ("gpufleet: host_state::blacklist: cleared", {"persistence"}, "none"),
+        ("gpufleet: rollout: upgrading", {"rollout"}, "none"),
+        ("operator: bad fan", {"operator"}, "none"),
+    ],
+)
+def test_only_the_check_that_drained_a_node_can_resume_it(
+    reason: str, passed: set[str], want: str
+) -> None:
+    """The health check (persistence, xid, ...) must not undo validate's drain, nor the reverse."""
+    node = NodeState("n", "drained", reason=reason)
+    action = decide(node, None, passed)
+    assert action.kind == want, action.why
+    assert drained_for("gpufleet: host_state::x[a:b]: slow: 3 s") == "host_state::x[a:b]"

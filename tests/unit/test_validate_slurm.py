@@ -78,7 +78,11 @@ def test_a_failing_run_drains_with_the_failing_check() -> None:
 
 
 def test_a_passing_run_resumes_only_gpufleets_drain() -> None:
-    for reason, resumed in (("gpufleet: xid: Xid 79", True), ("operator: RMA", False)):
+    for reason, resumed in (
+        ("gpufleet: host_state::nouveau_not_loaded: nouveau is loaded", True),
+        ("gpufleet: xid: Xid 79", False),  # the health check's drain: xid did not run here
+        ("operator: RMA", False),
+    ):
         slurm, fake, _ = gate(f"gfsb-h1|drained|{reason}")
         run = SimpleNamespace(host=HOST, alias="a0", document=None)
         slurm.before([run], None)
