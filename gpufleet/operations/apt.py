@@ -243,6 +243,11 @@ def _missing(packages: list[str], installed: dict[str, list[str]]) -> list[str]:
     return missing
 
 
+def missing_now(packages: list[str]) -> list[str]:
+    """The specs of `packages` this host lacks (name, or name at that version)."""
+    return _missing(packages, planning_fact(host, DebPackages))
+
+
 @operation()
 def install(
     packages: list[str],
@@ -290,6 +295,41 @@ def install(
         names = [QuoteString(p.split("=", 1)[0]) for p in packages]
         command = StringCommand(command, "&& apt-mark hold --", *names)
     yield command
+
+
+@operation()
+def downloaded(
+    packages: list[str], first: bool, allow_change: bool = False, no_recommends: bool = False
+):
+    """
+    Download (``apt-get install --download-only``) the packages `install` would install, on
+    the one host named ``first``; a no-op on the others. Called right before `install` with
+    the same packages, it makes every other host's install find the files in the fleet cache
+    (apt-cacher-ng sends simultaneous first requests for one file upstream each).
+
+    + packages: package specs, as for `install`
+    + first: whether this host fetches for the others (gpufleet.stages.fleet_cache)
+    + allow_change, no_recommends: as for `install`, so the same files are chosen
+
+    **Example:**
+
+    .. code:: python
+
+        downloaded(packages=["cuda-toolkit-12-5"], first=True)
+    """
+    missing = _missing(packages, planning_fact(host, DebPackages))
+    if not first or not missing:
+        host.noop("nothing to fetch ahead" if first else "fetched by the first host of its kind")
+        return
+    options = ["--download-only"]
+    if no_recommends:
+        options.append("--no-install-recommends")
+    if allow_change:
+        options += ["--allow-change-held-packages", "--allow-downgrades"]
+    fetch = StringCommand(
+        "env", APT_GET, "install", *options, "--", *[QuoteString(p) for p in missing]
+    )
+    yield StringCommand("sh -c", QuoteString(_INSTALL_RETRYING), "gpufleet-apt-download", fetch)
 
 
 @operation()

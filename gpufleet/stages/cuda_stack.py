@@ -5,7 +5,7 @@ from __future__ import annotations
 from pyinfra.api import deploy
 
 from gpufleet.operations import apt as gpufleet_apt
-from gpufleet.stages import op_keys
+from gpufleet.stages import fleet_cache, op_keys
 from gpufleet.stages.node import NodePlan, node_plan
 
 
@@ -23,7 +23,8 @@ def cuda_stack(plan: NodePlan | None = None):
     spec, resolution = plan.spec, plan.require_resolution()
     if spec.install_cuda_toolkit:
         # The package name carries the minor version (cuda-toolkit-12-5): that is its pin.
-        gpufleet_apt.install(
+        fleet_cache.install(
+            plan,
             name="system CUDA toolkit",
             packages=[resolution.cuda_toolkit_package],
         )
@@ -31,7 +32,8 @@ def cuda_stack(plan: NodePlan | None = None):
     # Each group is held by the command that installs it, and its hold operations follow at
     # once: a failed NCCL install never leaves cuDNN installed but unheld.
     if spec.install_cudnn:
-        gpufleet_apt.install(
+        fleet_cache.install(
+            plan,
             name="cuDNN runtime and dev, pinned",
             packages=resolution.cudnn_packages,
             allow_change=True,
@@ -39,7 +41,8 @@ def cuda_stack(plan: NodePlan | None = None):
         )
         _held(resolution.cudnn_packages, on_hold)
     if spec.install_nccl:
-        gpufleet_apt.install(
+        fleet_cache.install(
+            plan,
             name="NCCL runtime and dev, pinned",
             packages=resolution.nccl_packages,
             allow_change=True,

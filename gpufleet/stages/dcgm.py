@@ -9,7 +9,7 @@ from pyinfra.operations import systemd
 from gpufleet.matrix import gpu_by_device_id
 from gpufleet.matrix.dcgm import DCGM_SERVICE, dcgm_packages, dcgm_unsupported_reason
 from gpufleet.operations import apt as gpufleet_apt
-from gpufleet.stages import op_keys
+from gpufleet.stages import fleet_cache, op_keys
 from gpufleet.stages.node import NodePlan, node_plan
 
 
@@ -31,7 +31,8 @@ def dcgm(plan: NodePlan | None = None):
         host.noop(f"DCGM not installed: {why_not}")
         return
     packages = dcgm_packages(plan.require_resolution().cuda)
-    gpufleet_apt.install(
+    fleet_cache.install(
+        plan,
         name="DCGM (datacenter-gpu-manager-4), pinned",
         packages=packages,
         allow_change=True,

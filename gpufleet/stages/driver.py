@@ -12,7 +12,7 @@ from gpufleet.matrix.apt_names import fabricmanager_package_name
 from gpufleet.operations import apt as gpufleet_apt
 from gpufleet.operations import files as gpufleet_files
 from gpufleet.operations import kernel
-from gpufleet.stages import op_keys
+from gpufleet.stages import fleet_cache, op_keys
 from gpufleet.stages.host_probe import DRIVER_MARKER, branch_of_package_version
 from gpufleet.stages.node import NodePlan, node_plan
 from gpufleet.stages.preflight import foreign_driver
@@ -68,7 +68,8 @@ def driver(plan: NodePlan | None = None):
     spec, host_state, resolution = plan.spec, plan.state, plan.require_resolution()
     branch = resolution.driver_branch
 
-    gpufleet_apt.install(
+    fleet_cache.install(
+        plan,
         name="kernel headers and DKMS",
         packages=[
             "dkms",
@@ -108,7 +109,8 @@ def driver(plan: NodePlan | None = None):
         # One apt transaction for driver and Fabric Manager: both resolve to the same
         # version of the locked branch, as Fabric Manager requires.
         packages.append(resolution.fabricmanager_package or fabricmanager_package_name(branch))
-    gpufleet_apt.install(
+    fleet_cache.install(
+        plan,
         name="NVIDIA driver packages of the locked branch",
         packages=packages,
         allow_change=True,
@@ -192,7 +194,8 @@ def _lock_branch(plan: NodePlan) -> None:
             text="",
             present=False,
         )
-        gpufleet_apt.install(
+        fleet_cache.install(
+            plan,
             name="lock the branch: NVIDIA's pinning package",
             packages=[resolution.pinning_package],
             allow_change=True,

@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+from weakref import WeakKeyDictionary
+
 from pyinfra import host
 from pyinfra.api import DeployError, QuoteString, StringCommand, deploy, operation
+from pyinfra.api.state import State
 from pyinfra.context import ctx_state
 from pyinfra.operations import systemd
 
@@ -165,6 +168,55 @@ def fleet_locks() -> set[tuple[str, str, str]]:
         for text in texts:
             found.add((version, machine, cache_wheelhouse.host_lock(text, version, machine)))
     return found
+
+
+# Per pyinfra run (its State): which host asked first for each install, by what it installs.
+_FIRST: WeakKeyDictionary[State, dict[tuple[str, ...], str]] = WeakKeyDictionary()
+
+
+def fetches_first(plan: NodePlan, name: str, packages: list[str], *options: bool) -> bool:
+    """Whether this host is the first, in pyinfra's planning order, to install exactly these
+    packages through the cache on its OS, release and architecture. pyinfra plans host after
+    host before it runs anything, so that first host is known when each host's call is made.
+    If that host drops out of the run before the download, the others still install (apt then
+    fetches through the cache as before: possibly one file twice, never a wrong one)."""
+    if plan.cache is None or not gpufleet_apt.missing_now(packages):
+        return False  # a host with nothing to install must not be the one that fetches
+    state = plan.state
+    key = (plan.cache.name, state.os_id, state.os_version, state.arch, name, *packages)
+    key += tuple(str(option) for option in options)
+    firsts = _FIRST.setdefault(ctx_state.get(), {})
+    return firsts.setdefault(key, host.name) == host.name
+
+
+def install(
+    plan: NodePlan,
+    name: str,
+    packages: list[str],
+    allow_change: bool = False,
+    no_recommends: bool = False,
+    hold: bool = False,
+) -> None:
+    """`gpufleet.operations.apt.install` behind one download by the first host of the kind,
+    when the host uses the fleet cache. Example::
+
+        install(plan, "system CUDA toolkit", ["cuda-toolkit-12-5"])
+    """
+    if plan.uses_cache:
+        gpufleet_apt.downloaded(
+            name=f"{name}: fetched into the fleet cache once, by the first host of its kind",
+            packages=packages,
+            first=fetches_first(plan, name, packages, allow_change, no_recommends),
+            allow_change=allow_change,
+            no_recommends=no_recommends,
+        )
+    gpufleet_apt.install(
+        name=name,
+        packages=packages,
+        allow_change=allow_change,
+        no_recommends=no_recommends,
+        hold=hold,
+    )
 
 
 def key_urls() -> set[str]:

@@ -220,14 +220,17 @@ def test_apt_reaches_the_cache_directly_and_the_archive_through_it(tmp_path, val
 
 
 def _plan(
-    tmp_path: Path, hosts: dict[str, FakeGpuHost], responses: dict[str, dict] | None = None
+    tmp_path: Path,
+    hosts: dict[str, FakeGpuHost],
+    responses: dict[str, dict] | None = None,
+    cache: bool = True,
 ) -> tuple[subprocess.CompletedProcess, list]:
     lines = ["fleet = ["]
     for name, fake in hosts.items():
         data = fake.data("@fake/" + name)
         data["fake_responses"].update((responses or {}).get(name, {}))
         lines.append(f"    ({'@fake/' + name!r}, {data!r}),")
-    lines += ["]", "gpufleet_cache = ['@fake/cache']"]
+    lines += ["]", "gpufleet_cache = ['@fake/cache']" if cache else ""]
     inventory = tmp_path / "inventory.py"
     inventory.write_text("\n".join(lines) + "\n")
     result = subprocess.run(
