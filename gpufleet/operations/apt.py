@@ -321,7 +321,11 @@ def downloaded(
     if not first or not missing:
         host.noop("nothing to fetch ahead" if first else "fetched by the first host of its kind")
         return
-    options = ["--download-only"]
+    # One request at a time to the cache: apt-cacher-ng 3.7.4 answers pipelined requests for
+    # files it must still fetch 503 "check DlMaxRetries" when the upstream closes each
+    # connection after one answer (seen with an HTTP/1.0 upstream); cached files it serves to
+    # the others' pipelined installs. On a LAN the cost is a round trip per file.
+    options = ["-o", "Acquire::http::Pipeline-Depth=0", "--download-only"]
     if no_recommends:
         options.append("--no-install-recommends")
     if allow_change:

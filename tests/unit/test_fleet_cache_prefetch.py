@@ -47,7 +47,10 @@ def test_the_download_is_apt_gets_own_with_the_installs_options(monkeypatch) -> 
     notes: list[str] = []
     (command,) = apt.downloaded._inner(["dkms", "nvidia-open=580.1-1;x"], True, True)
     text = command.get_raw_value()
-    assert "install --download-only --allow-change-held-packages --allow-downgrades --" in text
+    assert (
+        "install -o Acquire::http::Pipeline-Depth=0 --download-only "
+        "--allow-change-held-packages --allow-downgrades --" in text
+    )
     assert text.endswith("-- 'nvidia-open=580.1-1;x'")  # missing only, and quoted
     assert list(apt.downloaded._inner(["nvidia-open"], False)) == []
     assert notes == ["fetched by the first host of its kind"]
