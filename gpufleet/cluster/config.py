@@ -45,11 +45,21 @@ class ClusterHost:
     slurm: bool = False
     slurm_partition: str | None = None
     gpu_count: int | None = None
+    # The cluster tier's NCCL part (gpufleet.cluster.nccl): the MPI build's bin directory (None:
+    # nccl_tests_mpi off), the fabric its floor is keyed off, what NCCL should use between hosts.
+    nccl_mpi_bin: str | None = None
+    fabric_gbps: int = 10
+    nccl_transport: str = "auto"
+    nccl_socket_ifname: str | None = None
+    nccl_ib_hca: str | None = None
+    nccl_min_bytes: str = "8"
+    nccl_max_bytes: str = "8G"
 
 
 def cluster_host(host: InventoryHost, alias: str) -> ClusterHost:
     """A host of the group from its inventory entry; raises ClusterError (bad data, @local)."""
     from gpufleet.spec import NodeSpec, SpecError
+    from gpufleet.stages.nccl_tests import mpi_dir
     from gpufleet.stages.validation_payload import payload_paths
     from validation.expectations import spec_data
 
@@ -75,6 +85,13 @@ def cluster_host(host: InventoryHost, alias: str) -> ClusterHost:
         slurm=spec.scheduler == "slurm",
         slurm_partition=spec.slurm_partition,
         gpu_count=spec.gpu_count,
+        nccl_mpi_bin=f"{mpi_dir(spec.nccl_tests_dir)}/bin" if spec.nccl_tests_mpi else None,
+        fabric_gbps=spec.nccl_fabric_gbps or spec.interconnect_gbps,
+        nccl_transport=spec.nccl_transport,
+        nccl_socket_ifname=spec.nccl_socket_ifname,
+        nccl_ib_hca=spec.nccl_ib_hca,
+        nccl_min_bytes=spec.nccl_tests_min_bytes,
+        nccl_max_bytes=spec.nccl_tests_max_bytes,
     )
 
 

@@ -193,7 +193,10 @@ def kill_script(pidfile: str) -> str:
 
 def leftover_script(ports: Sequence[int]) -> str:
     """Prints what of the tier still runs or listens (nothing when clean)."""
-    checks = [f"ps -eo pid=,args= | grep -E '{WORKER_PS_PATTERN}|[i]perf3 ' | sed 's/^/process /'"]
+    # the NCCL part's ranks too: on the hosts mpirun reaches over SSH they are orted's children,
+    # not the run's PID files', so a survivor shows here (and makes the run an error)
+    tools = f"{WORKER_PS_PATTERN}|[i]perf3 |[a]ll_reduce_perf"
+    checks = [f"ps -eo pid=,args= | grep -E '{tools}' | sed 's/^/process /'"]
     for port in ports:
         checks.append(f"ss -Htln 'sport = :{int(port)}' | sed 's/^/listening on {int(port)}: /'")
     return "; ".join(checks) + "; true"

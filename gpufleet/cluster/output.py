@@ -32,6 +32,22 @@ def training_check(section: dict[str, Any]) -> dict[str, Any]:
     }
 
 
+def nccl_check(section: dict[str, Any]) -> dict[str, Any]:
+    """The NCCL part as a check: its headline figures (the section keeps them all)."""
+    figures = section.get("figures", {})
+    keys = ("max_busbw_gbps", "network", "ranks", "fabric_gbps")
+    shown = {k: figures[k] for k in keys if figures.get(k) is not None}
+    floors = [f for f in figures.get("floors", []) if f["enforced"]]
+    if floors:
+        shown["floor_gbps"] = max(f["busbw_gbps"] for f in floors)
+    return {
+        "name": "nccl_tests::all_reduce_perf",
+        "status": section["status"],
+        "reason": section["reason"],
+        "figures": shown,
+    }
+
+
 def finish(doc: dict[str, Any]) -> None:
     """The run's status: error when it broke or left something behind, else from its checks."""
     left = {h: s for h, s in doc["cleanup"].items() if s != "clean"}
@@ -108,7 +124,13 @@ def prometheus_text(doc: dict[str, Any], host: str) -> str:
             if link.get("latency_ms") is not None:
                 latency.add(link["latency_ms"], peer=link["target"], **labels)
     named.add(any(host in c["hosts"] for c in doc["culprits"]), **labels)
-    return format_families([up, gbps, latency, named])
+    busbw = Family(
+        "gpufleet_cluster_nccl_busbw_gbps", "all_reduce_perf max busbw of the group, GB/s"
+    )
+    figures = (doc.get("nccl_tests") or {}).get("figures") or {}
+    if figures.get("max_busbw_gbps") is not None:
+        busbw.add(figures["max_busbw_gbps"], network=str(figures.get("network")), **labels)
+    return format_families([up, gbps, latency, named, busbw])
 
 
 def push_prometheus(launcher: Launcher, hosts: Sequence[ClusterHost], doc: dict) -> list[str]:

@@ -11,7 +11,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from gpufleet.cluster import culprit, network, training
+from gpufleet.cluster import culprit, nccl, network, training
 from gpufleet.cluster.config import PORTS, ClusterError, ClusterHost, cluster_host, group_name
 from gpufleet.cluster.launcher import Launcher
 from gpufleet.cluster.schema import new_document, validate_cluster_results
@@ -19,12 +19,6 @@ from gpufleet.inventory import InventoryError, InventoryHost, load_hosts
 from gpufleet.text import plain
 from gpufleet.validate.runner import _output_problem, _write_private, new_run_id
 from gpufleet.validate.ssh import host_problem, ssh_config_text
-
-NCCL_SKIP = {
-    "gpu_less": "no GPU",
-    "gpu": "all_reduce_perf across hosts needs an MPI (or srun) build of nccl-tests; the "
-    "deploy builds it without MPI, so the cross-host run is not made yet",
-}
 
 
 def _interrupted(signum: int, _frame: Any) -> None:
@@ -134,11 +128,10 @@ def run_group(
         doc["checks"].append(output.training_check(doc["training"]))
         if doc["training"]["status"] == "fail":
             doc["culprits"].append({"check": "training", "hosts": named, "how": how})
-        kind = "gpu_less" if any(h.gpu_less for h in hosts) else "gpu"
-        doc["nccl_tests"] = {"status": "skipped", "reason": NCCL_SKIP[kind]}
-        doc["checks"].append(
-            {"name": "nccl_tests::all_reduce_perf", **doc["nccl_tests"], "figures": {}}
-        )
+        doc["nccl_tests"], named, how = nccl.section(launcher, hosts)
+        doc["checks"].append(output.nccl_check(doc["nccl_tests"]))
+        if doc["nccl_tests"]["status"] == "fail":
+            doc["culprits"].append({"check": "nccl_tests", "hosts": named, "how": how})
     except KeyboardInterrupt:
         doc["run_error"] = "interrupted; the job was stopped on every host"
     finally:

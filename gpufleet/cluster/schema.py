@@ -18,8 +18,17 @@
       "training": {"status", "reason", "named", "workers": [...], "reference": {...},
                    "launcher": "ssh" | "srun", "identical_weights", "max_weight_diff_vs_single",
                    "loss_rel_diff_vs_single", "speed": {"status", "reason"}},
-      "nccl_tests": {"status", "reason"},
-      "culprits": [{"check": "network" | "training", "hosts": [names], "how": str}],
+      "nccl_tests": {"status", "reason"}             # skipped ("no GPU", no MPI build) or
+                  | {"status", "reason", "launcher": "mpirun" | "srun", "command": [argv],
+                     "figures": {"max_busbw_gbps", "largest_busbw_gbps", "largest_size",
+                                 "avg_busbw_gbps", "wrong", "ranks", "gpus_per_host",
+                                 "gpu_model", "network": "ib" | "efa" | "socket" | "unknown",
+                                 "transport": NCCL's channel summary, "fabric_gbps",
+                                 "floors": [{"name", "busbw_gbps", "enforced", "source"}],
+                                 "advisory": [advisory floors missed]},
+                     "pairs": [{"hosts": [a, b], "status", "reason"}]},  # the culprit runs
+      "culprits": [{"check": "network" | "training" | "nccl_tests", "hosts": [names],
+                    "how": str}],
       "cleanup": {host: "clean" | "left: ..." | "clean-up could not run ..."}
     }
 
@@ -104,6 +113,15 @@ def validate_cluster_results(doc: Mapping[str, Any]) -> None:
             for key in ("source", "target", "status"):
                 _need(link, key, str, "link")
             _need(link, "gbps", (int, float), "link")
+    nccl = doc.get("nccl_tests")
+    if nccl is not None:
+        if _need(nccl, "status", str, "nccl_tests") not in CHECK_STATUSES:
+            raise ClusterResultsError(f"nccl_tests: status {nccl['status']!r}")
+        _need(nccl, "reason", str, "nccl_tests")
+        if "figures" in nccl:
+            _need(nccl, "figures", dict, "nccl_tests")
+            _need(nccl, "command", list, "nccl_tests")
+            _need(nccl, "pairs", list, "nccl_tests")
     for entry in _need(doc, "culprits", list, "document"):
         _need(entry, "hosts", list, "culprit")
         _need(entry, "how", str, "culprit")

@@ -13,12 +13,13 @@ from gpufleet.operations.stdin import FETCH, PRIVATE_TMP, SECRET_ENV, secret_lin
 # archive fetched into it (the URL and proxy arrive on stdin: they may carry credentials), its
 # sha256 checked, then unpacked, built and installed into PREFIX.gpufleet-new before one rename
 # makes it PREFIX. A failed step leaves PREFIX as it was; the trap removes the rest.
-# Arguments: SHA256 PREFIX CUDA_HOME NCCL_HOME NVCC_GENCODE (may be empty); stdin: proxy, "",
+# Arguments: SHA256 PREFIX CUDA_HOME NCCL_HOME NVCC_GENCODE (may be empty) [MPI_HOME: set, the
+# build is nccl-tests' MPI one, `make MPI=1 MPI_HOME=...` as its README says]; stdin: proxy, "",
 # URL (stdin.secret_lines).
 _NCCL_TESTS_BUILD = (
     "set -eu\n"
     + PRIVATE_TMP
-    + "sha=$1 prefix=$2 cuda_home=$3 nccl_home=$4 gencode=$5\n"
+    + "sha=$1 prefix=$2 cuda_home=$3 nccl_home=$4 gencode=$5 mpi_home=${6:-}\n"
     + 'trap \'rm -rf "$tmp" "$prefix.gpufleet-new"\' EXIT\n'
     + SECRET_ENV
     + "name=source.tar.gz\n"
@@ -31,7 +32,13 @@ if [ "$got" != "$sha" ]; then
 fi
 mkdir "$tmp/src"
 tar -xzf "$tmp/source.tar.gz" -C "$tmp/src" --strip-components=1 --no-same-owner
-set -- MPI=0 "CUDA_HOME=$cuda_home" "NCCL_HOME=$nccl_home"
+if [ -n "$mpi_home" ]; then
+  [ -f "$mpi_home/include/mpi.h" ] || { echo "gpufleet: no $mpi_home/include/mpi.h" \
+    "(libopenmpi-dev); not building nccl-tests with MPI." >&2; exit 1; }
+  set -- MPI=1 "MPI_HOME=$mpi_home" "CUDA_HOME=$cuda_home" "NCCL_HOME=$nccl_home"
+else
+  set -- MPI=0 "CUDA_HOME=$cuda_home" "NCCL_HOME=$nccl_home"
+fi
 [ -z "$gencode" ] || set -- "$@" "NVCC_GENCODE=$gencode"
 make -C "$tmp/src" -j"$(nproc)" "$@"
 rm -rf "$prefix.gpufleet-new"
@@ -52,10 +59,12 @@ def nccl_tests(
     nccl_home: str = "/usr",
     nvcc_gencode: str = "",
     proxy: str | HiddenValue | None = None,
+    mpi_home: str = "",
 ):
     """
-    Build NVIDIA's nccl-tests (without MPI, for one host) from a source archive whose sha256 is
-    pinned, into ``prefix/bin`` (``all_reduce_perf`` and the other ``*_perf`` binaries), unless
+    Build NVIDIA's nccl-tests (without MPI, for one host; with ``mpi_home``, its MPI build for
+    runs across hosts) from a source archive whose sha256 is pinned, into ``prefix/bin``
+    (``all_reduce_perf`` and the other ``*_perf`` binaries), unless
     ``prefix/bin/all_reduce_perf`` is already there.
 
     + url: the source archive (a release tarball, or a mirror of it; sent on stdin)
@@ -64,6 +73,8 @@ def nccl_tests(
     + cuda_home: the system CUDA toolkit; nccl_home: where libnccl-dev put NCCL
     + nvcc_gencode: ``-gencode=...`` flags for the host's GPUs (empty: nccl-tests' default)
     + proxy: HTTP proxy for the download (sent on stdin)
+    + mpi_home: the MPI installation (``include/mpi.h``, ``lib/libmpi.so``), e.g. Debian and
+      Ubuntu's OpenMPI ``/usr/lib/x86_64-linux-gnu/openmpi``; empty: no MPI
 
     **Example:**
 
@@ -77,6 +88,8 @@ def nccl_tests(
     """
     if len(sha256) != 64 or any(c not in "0123456789abcdef" for c in sha256):
         raise OperationError(f"nccl_tests: sha256 {sha256!r} is not 64 lower-case hex digits")
+    if mpi_home and not mpi_home.startswith("/"):
+        raise OperationError(f"nccl_tests: mpi_home {mpi_home!r} is not an absolute path")
     if host.get_fact(PathExists, path=f"{prefix}/bin/all_reduce_perf"):
         host.noop(f"nccl-tests is built in {prefix}")
         return
@@ -90,5 +103,6 @@ def nccl_tests(
         QuoteString(cuda_home),
         QuoteString(nccl_home),
         QuoteString(nvcc_gencode),
+        QuoteString(mpi_home),
         _stdin=secret_lines(proxy=proxy, url=url),
     )

@@ -279,3 +279,21 @@ def parse_nccl_tests(text: str) -> NcclTestsResult:
         out_of_bounds=out_of_bounds,
         launcher_prefix=style,
     )
+
+
+def rank_hosts(text: str) -> list[tuple[int, str]]:
+    """(rank, host) of every ``# Rank`` line, whichever launcher prefix carries it: a run across
+    hosts names several hosts, and a rank number printed twice means processes that each ran
+    alone (nccl-tests built without MPI under mpirun).
+
+    >>> rank_hosts("[1,0]<stdout>:#  Rank  0 Group  0 Pid 21 on a device  0 [0x35] Tesla T4")
+    [(0, 'a')]
+    """
+    lines = text.splitlines()
+    style = detect_launcher_prefix(lines)
+    found = []
+    for raw in lines:
+        match = _DEVICE_RE.match(_split_prefix(raw, style)[1].strip())
+        if match:
+            found.append((int(match["rank"]), match["host"]))
+    return found

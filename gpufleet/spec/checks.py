@@ -114,12 +114,20 @@ _MAXIMA = {
     "min_free_disk_gib": 100_000,
     "gpu_count": 1024,
     "interconnect_gbps": 3200,  # 8x 400G NICs, the most a host declares today
+    "nccl_fabric_gbps": 3200,
     "slurm_health_interval": 86400,
 }
 # A host name or IPv4/IPv6 address, nothing a shell or TF_CONFIG gives meaning to.
 _ADDRESS = re.compile(r"(?![-.])[A-Za-z0-9._-]{1,253}|[0-9A-Fa-f:.]{2,45}")
 # A DNS name (RFC 1123 labels) or a dotted IPv4 address: it reaches scontrol's command line.
 _SLURM_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")
+# NCCL's own syntax (NCCL env docs): an optional ^ (exclude) and = (exact match), then a comma
+# list of interface names, or of HCA names with an optional :port. They reach mpirun's command
+# line (quoted), so nothing else is let through.
+_NCCL_IFNAME = re.compile(r"\^?=?[A-Za-z0-9_.@-]{1,15}(?:,[A-Za-z0-9_.@-]{1,15}){0,31}")
+_NCCL_HCA = re.compile(
+    r"\^?=?[A-Za-z0-9_.-]{1,32}(?::[0-9]{1,2})?(?:,[A-Za-z0-9_.-]{1,32}(?::[0-9]{1,2})?){0,31}"
+)
 _HOST_NAME = re.compile(
     r"(?:[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?)(?:\.[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}"
     r"[A-Za-z0-9])?)*"
@@ -191,6 +199,17 @@ def _format_errors(key: str, value: Any) -> list[str]:
             f"slurm_partition = {value!r} is not a Slurm partition name. Fix: letters, digits, "
             "_ . - (at most 64), e.g. 'gpu' (PartitionName= in slurm.conf)."
         ]
+    if key == "nccl_socket_ifname" and not _NCCL_IFNAME.fullmatch(value):
+        return [
+            f"nccl_socket_ifname = {value!r} is not NCCL_SOCKET_IFNAME syntax. Fix: interface "
+            "names or prefixes, comma-separated, optionally after ^ (exclude) or = (exact), e.g. "
+            "'ens', '=eth0' or '^docker,lo'."
+        ]
+    if key == "nccl_ib_hca" and not _NCCL_HCA.fullmatch(value):
+        return [
+            f"nccl_ib_hca = {value!r} is not NCCL_IB_HCA syntax. Fix: HCA names with an optional "
+            ":port, comma-separated, optionally after ^ or =, e.g. 'mlx5' or '=mlx5_0:1,mlx5_1:1'."
+        ]
     if key == "miniforge_version" and not _MINIFORGE_VERSION.fullmatch(value):
         return [f"miniforge_version = {value!r} is not a release like '25.3.0-3'."]
     if key == "periodic_schedule" and not _CALENDAR.fullmatch(value.strip() or "!"):
@@ -215,8 +234,8 @@ def value_errors(key: str, value: Any, shown: str) -> list[str]:
         return [f"{key} = {value!r} is negative. Fix: use 0 or more."]
     if key in _MAXIMA and value > _MAXIMA[key]:
         return [f"{key} = {value!r} is more than {_MAXIMA[key]}. Fix: give a real figure."]
-    if key == "interconnect_gbps" and value == 0:
-        return ["interconnect_gbps = 0 declares no link. Fix: the NIC speed in Gbit/s, e.g. 100."]
+    if key in ("interconnect_gbps", "nccl_fabric_gbps") and value == 0:
+        return [f"{key} = 0 declares no link. Fix: the NIC speed in Gbit/s, e.g. 100."]
     if key == "cluster_address" and not _ADDRESS.fullmatch(value):
         return [
             f"cluster_address = {value!r} is not a host name or IP address. Fix: e.g. "

@@ -24,6 +24,7 @@ def combination_errors(spec: NodeSpec) -> list[str]:
             f"gpu_less = True contradicts gpu_count = {spec.gpu_count}. Fix: drop one of them."
         )
     errors.extend(python_env_errors(spec))
+    errors.extend(nccl_mpi_errors(spec))
     if spec.driver_branch is not None and spec.driver_branch not in matrix.DRIVER_BRANCHES:
         errors.append(
             f"driver_branch = {spec.driver_branch} is not a known branch ("
@@ -35,3 +36,22 @@ def combination_errors(spec: NodeSpec) -> list[str]:
             f"{', '.join(matrix.CUDA_MIN_DRIVER)}). Fix: pick one, or leave it unset."
         )
     return errors
+
+
+def nccl_mpi_errors(spec: NodeSpec) -> list[str]:
+    """``nccl_tests_mpi`` needs what the MPI build of nccl-tests is built from, and a GPU."""
+    if not spec.nccl_tests_mpi:
+        return []
+    if spec.gpu_less:
+        return [
+            "nccl_tests_mpi = True on a gpu_less host: all_reduce_perf needs a GPU. Fix: drop "
+            "nccl_tests_mpi (the cluster tier reports the NCCL part as 'no GPU' there)."
+        ]
+    if spec.nccl_tests == "off":
+        return ["nccl_tests_mpi = True contradicts nccl_tests = 'off'. Fix: drop one of them."]
+    if not (spec.install_cuda_toolkit and spec.install_nccl):
+        return [
+            "nccl_tests_mpi = True needs the system CUDA toolkit and NCCL to build against. "
+            "Fix: keep install_cuda_toolkit and install_nccl on, or drop nccl_tests_mpi."
+        ]
+    return []

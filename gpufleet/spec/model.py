@@ -27,6 +27,7 @@ from gpufleet.spec.defaults import (
 )
 from gpufleet.spec.fields import key_field as _key  # short: it declares every key below
 from gpufleet.spec.fields import key_meta as _meta
+from gpufleet.spec.fields import key_table
 
 
 class SpecError(ValueError):
@@ -189,6 +190,17 @@ class NodeSpec:
     cluster_address: str | None = _key(
         None, "address the other hosts reach this one at (TF workers, iperf3); unset: ssh host"
     )
+    nccl_tests_mpi: bool = _key(
+        False, "also build nccl-tests with MPI (<nccl-tests dir>-mpi): the cluster tier's NCCL part"
+    )
+    nccl_fabric_gbps: int | None = _key(
+        None, "GPU fabric per host in Gbit/s (all NICs NCCL uses); unset: interconnect_gbps"
+    )
+    nccl_transport: str = _key(
+        "auto", "NCCL's transport between hosts; auto: any", ("auto", "ib", "efa", "socket")
+    )
+    nccl_socket_ifname: str | None = _key(None, "NCCL_SOCKET_IFNAME for the cluster tier's NCCL")
+    nccl_ib_hca: str | None = _key(None, "NCCL_IB_HCA for the cluster tier's NCCL, e.g. 'mlx5'")
     # Scheduler (gpufleet.scheduler): health check drains, validate and rollout drain/resume
     scheduler: str = _key("none", "the fleet's scheduler", ("none", "slurm"))
     slurm_controller: str | None = _key(None, "slurmctld's host name or address")
@@ -378,12 +390,9 @@ def spec_for_host(host: Any) -> NodeSpec:
 
 def _table() -> str:
     rows = [(name, _default_repr(name), KEY_DOCS[name]) for name in FIELDS]
-    rows = [(n, "MINIFORGE_SHA256" if n == "miniforge_sha256" else d, doc) for n, d, doc in rows]
-    widths = [max(len(r[i]) for r in [*rows, ("key", "default", "meaning")]) for i in range(2)]
-    rule = f"{'=' * widths[0]} {'=' * widths[1]} {'=' * 40}"
-    lines = [rule, f"{'key':{widths[0]}} {'default':{widths[1]}} meaning", rule]
-    lines += [f"{n:{widths[0]}} {d:{widths[1]}} {doc}" for n, d, doc in rows]
-    return "\n".join([*lines, rule])
+    return key_table(
+        [(n, "MINIFORGE_SHA256" if n == "miniforge_sha256" else d, doc) for n, d, doc in rows]
+    )
 
 
 NodeSpec.__doc__ = (NodeSpec.__doc__ or "").replace("{KEY_TABLE}", _table().replace("\n", "\n    "))

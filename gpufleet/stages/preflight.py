@@ -64,6 +64,8 @@ def describe(plan: NodePlan) -> str:
     dcgm = f"DCGM not installed: {no_dcgm}" if no_dcgm else f"DCGM {DCGM_VERSION}"
     no_nccl_tests = nccl_tests_skip_reason(plan)
     nccl_tests = f"nccl-tests not built: {no_nccl_tests}" if no_nccl_tests else "nccl-tests"
+    if plan.spec.nccl_tests_mpi:
+        nccl_tests += " + MPI build"
     stack = [
         f"CUDA {resolution.cuda}" if spec.install_cuda_toolkit else "",
         f"cuDNN {resolution.cudnn}" if spec.install_cudnn else "",

@@ -21,6 +21,21 @@ SCENARIOS = {
         os_version="24.04", arch="aarch64", kernel="6.8.0-45-generic-64k", gpus=(H100,)
     ),
     "deb12-a100": FakeGpuHost(os_id="debian", os_version="12", kernel="6.1.0-18-amd64"),
+    "deb12-h100-mpi": FakeGpuHost(
+        os_id="debian",
+        os_version="12",
+        kernel="6.1.0-18-amd64",
+        gpus=(H100,) * 8,
+        nvswitches=(NVSWITCH_H100,) * 4,
+        inventory={"nccl_tests_mpi": True},
+    ),
+    "u2404-arm-h100-mpi": FakeGpuHost(
+        os_version="24.04",
+        arch="aarch64",
+        kernel="6.8.0-45-generic-64k",
+        gpus=(H100,),
+        inventory={"nccl_tests_mpi": True},
+    ),
     "u2204-v100": FakeGpuHost(gpus=(V100,) * 4),
     "hwe-kernel": FakeGpuHost(kernel="6.5.0-35-generic"),
     "done-a100": FakeGpuHost(provisioned=True),

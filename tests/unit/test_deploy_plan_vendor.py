@@ -69,6 +69,34 @@ def test_nccl_tests_skipped_with_the_reason_in_the_plan(fleet_plan, name, why):
     assert f"nccl-tests not built: {why}" in summary(result, name)
 
 
+def test_nccl_tests_mpi_adds_openmpi_and_a_second_build_beside_the_first(fleet_plan):
+    result, changes = fleet_plan
+    ops = [op for op in changes["deb12-h100-mpi"] if op.startswith("gpufleet nccl_tests")]
+    assert ops == [
+        "gpufleet nccl_tests | build tools for nccl-tests",
+        "gpufleet nccl_tests | nccl-tests built in /opt/gpufleet/nccl-tests/38974e703421 "
+        "(sha256 checked)",
+        "gpufleet nccl_tests | OpenMPI for nccl-tests across hosts",
+        "gpufleet nccl_tests | nccl-tests with MPI built in "
+        "/opt/gpufleet/nccl-tests/38974e703421-mpi (sha256 checked)",
+    ]
+    assert "; nccl-tests + MPI build;" in summary(result, "deb12-h100-mpi")
+    assert not any("with MPI" in op for op in changes["u2204-hgx-h100"])  # only when asked
+
+
+def test_nccl_tests_mpi_is_built_on_a_one_gpu_host_without_the_single_host_build(fleet_plan):
+    result, changes = fleet_plan
+    ops = [op for op in changes["u2404-arm-h100-mpi"] if op.startswith("gpufleet nccl_tests")]
+    assert ops == [
+        "gpufleet nccl_tests | build tools for nccl-tests",
+        "gpufleet nccl_tests | OpenMPI for nccl-tests across hosts",
+        "gpufleet nccl_tests | nccl-tests with MPI built in "
+        "/opt/gpufleet/nccl-tests/38974e703421-mpi (sha256 checked)",
+    ]
+    # no OpenMPI pin for Ubuntu 24.04 yet: the plan warns that the archive's version goes in
+    assert "no pinned OpenMPI version for ubuntu 24.04" in result.stderr
+
+
 def test_focal_venv_on_python3_9_with_tf_2_20_is_planned_on_that_interpreter(fleet_plan):
     result, changes = fleet_plan
     ops = changes["u2004-venv-py39"]

@@ -24,7 +24,7 @@ from gpufleet.stages.nccl_tests import nvcc_gencode
 
 MAKEFILE = """\
 all:
-\t@echo "make args: MPI=$(MPI) CUDA_HOME=$(CUDA_HOME) NCCL_HOME=$(NCCL_HOME) "
+\t@echo "make args: MPI=$(MPI) MPI_HOME=$(MPI_HOME) CUDA_HOME=$(CUDA_HOME) NCCL_HOME=$(NCCL_HOME) "
 \t@echo "GENCODE=$(NVCC_GENCODE)"
 \t@test "$(FAIL)" != yes
 \tmkdir -p build
@@ -48,10 +48,11 @@ def archive(tmp_path: Path, makefile: str = MAKEFILE) -> tuple[Path, str]:
     return path, hashlib.sha256(data.getvalue()).hexdigest()
 
 
-def build(url: str, sha: str, prefix: Path, tmp: Path, gencode: str = "", **env: str):
+def build(url: str, sha: str, prefix: Path, tmp: Path, gencode: str = "", *more: str, **env: str):
     """The command as the operation runs it: arguments, and the URL on stdin (no proxy)."""
+    args = [sha, str(prefix), *HOMES, gencode, *more]
     return subprocess.run(
-        ["sh", "-c", _NCCL_TESTS_BUILD, "gpufleet-nccl-tests", sha, str(prefix), *HOMES, gencode],
+        ["sh", "-c", _NCCL_TESTS_BUILD, "gpufleet-nccl-tests", *args],
         input=secret_lines(url=url),
         capture_output=True,
         text=True,
@@ -73,7 +74,7 @@ def test_a_verified_archive_is_built_without_mpi_and_installed(tmp_path, tmpdir_
     gencode = "-gencode=arch=compute_90,code=sm_90"
     result = build(f"file://{source}", sha, prefix, tmpdir_for_build, gencode)
     assert result.returncode == 0, result.stderr
-    assert "MPI=0 CUDA_HOME=/usr/local/cuda NCCL_HOME=/usr" in result.stdout
+    assert "MPI=0 MPI_HOME= CUDA_HOME=/usr/local/cuda NCCL_HOME=/usr" in result.stdout
     assert f"GENCODE={gencode}" in result.stdout
     assert sorted(p.name for p in (prefix / "bin").iterdir()) == [
         "all_gather_perf",
@@ -81,6 +82,47 @@ def test_a_verified_archive_is_built_without_mpi_and_installed(tmp_path, tmpdir_
     ]
     assert list(tmpdir_for_build.iterdir()) == []  # the private build directory is gone
     assert not prefix.with_name(prefix.name + ".gpufleet-new").exists()
+
+
+def test_with_mpi_home_the_mpi_build_is_made_into_its_own_prefix(tmp_path, tmpdir_for_build):
+    source, sha = archive(tmp_path)
+    mpi = tmp_path / "usr" / "lib" / "x86_64-linux-gnu" / "openmpi"
+    (mpi / "include").mkdir(parents=True)
+    (mpi / "include" / "mpi.h").write_text("/* libopenmpi-dev */\n")
+    single = tmp_path / "opt" / "nccl-tests" / sha[:12]
+    assert build(f"file://{source}", sha, single, tmpdir_for_build).returncode == 0
+    prefix = single.with_name(single.name + "-mpi")
+    result = build(f"file://{source}", sha, prefix, tmpdir_for_build, "", str(mpi))
+    assert result.returncode == 0, result.stderr
+    assert f"make args: MPI=1 MPI_HOME={mpi} CUDA_HOME=/usr/local/cuda" in result.stdout
+    assert (prefix / "bin" / "all_reduce_perf").exists()
+    assert (single / "bin" / "all_reduce_perf").exists()  # the single-host build stays
+
+
+def test_an_mpi_build_without_mpi_h_stops_before_make(tmp_path, tmpdir_for_build):
+    source, sha = archive(tmp_path)
+    prefix = tmp_path / "opt" / "nccl-tests" / "x-mpi"
+    result = build(f"file://{source}", sha, prefix, tmpdir_for_build, "", str(tmp_path / "none"))
+    assert result.returncode == 1
+    assert "include/mpi.h (libopenmpi-dev); not building nccl-tests with MPI" in result.stderr
+    assert "make args" not in result.stdout
+    assert not prefix.exists()
+
+
+def test_mpi_home_and_packages_per_release():
+    from pyinfra.api import OperationError
+
+    from gpufleet.stages.nccl_tests import mpi_dir, mpi_home, mpi_packages
+
+    assert mpi_home("aarch64") == "/usr/lib/aarch64-linux-gnu/openmpi"
+    with pytest.raises(OperationError, match="ppc64le"):
+        mpi_home("ppc64le")
+    assert mpi_packages("debian", "12.5") == (
+        ["openmpi-bin=4.1.4-3+b1", "libopenmpi-dev=4.1.4-3+b1"],
+        True,
+    )
+    assert mpi_packages("ubuntu", "22.04") == (["openmpi-bin", "libopenmpi-dev"], False)
+    assert mpi_dir("/opt/gpufleet/nccl-tests/38974e703421").endswith("38974e703421-mpi")
 
 
 def test_a_mismatching_archive_is_never_built_and_leaves_nothing(tmp_path, tmpdir_for_build):
