@@ -4,7 +4,8 @@ Runs each workload of validation.tiers as the suite does (``python -m validation
 [--quick] --json FILE``, one fresh process, this checkout on PYTHONPATH) and prints its wall
 time (process start and TensorFlow import included) and its own ``duration_s``. Asserts
 nothing: on a GPU-less machine the figures are CPU timings (the workloads' CPU sizes, the same
-in both tiers), the cost CI pays; the GPU estimates are in README "Time budget".
+in both tiers), the cost CI pays; the GPU estimates are in README "Time budget". The quick
+tier's workloads are then timed again in one process, as the tier runs them on a host.
 
     .venv/bin/python benchmarks/workload_timings.py                 # both tiers
     .venv/bin/python benchmarks/workload_timings.py --tier quick --workloads xla,gemm
@@ -58,6 +59,18 @@ def time_workload(
     return {"wall_s": wall, "duration_s": doc.get("duration_s"), "verdict": verdict.get("status")}
 
 
+def time_bundle(python: str, checkout: Path, names: list[str], timeout_s: int) -> float:
+    """Wall seconds of ``names`` in one process (validation.workloads.bundle), as the quick
+    tier runs them on a host."""
+    with tempfile.TemporaryDirectory(prefix="gpufleet-bench-") as tmp:
+        command = [python, "-m", "validation.workloads.bundle", "--quick", "--json-dir", tmp]
+        command += ["--workloads", ",".join(names)]
+        env = {**os.environ, "PYTHONPATH": str(checkout), "TF_CPP_MIN_LOG_LEVEL": "2"}
+        started = time.monotonic()
+        subprocess.run(command, cwd=checkout, env=env, capture_output=True, timeout=timeout_s)
+        return time.monotonic() - started
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--tier", choices=("quick", "full", "both"), default="both")
@@ -81,6 +94,9 @@ def main() -> int:
             shown = f"{inside:13.1f}" if isinstance(inside, int | float) else f"{'-':>13}"
             print(f"{tier:6} {name:20} {row['wall_s']:8.1f} {shown}  {row['verdict']}")
         print(f"{tier:6} {'total':20} {total:8.1f}")
+        if tier == "quick" and not args.workloads:
+            bundled = time_bundle(args.python, args.checkout, names, args.timeout)
+            print(f"{tier:6} {'one process (bundle)':20} {bundled:8.1f}")
     return 0
 
 

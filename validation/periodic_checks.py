@@ -9,6 +9,7 @@ import shutil
 import subprocess
 import tempfile
 import time
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -170,9 +171,7 @@ def _one_process(
     document (None when it wrote none), exit."""
     from validation.gpu_selection import visible_env
 
-    timeout = args.timeout or TIMEOUT_S[args.tier]
-    env = {**os.environ, "PYTHONPATH": str(PAYLOAD_ROOT), "TF_CPP_MIN_LOG_LEVEL": "2"}
-    env.update(visible_env(gpu))
+    env = visible_env(gpu)
     with tempfile.TemporaryDirectory(prefix="gpufleet-periodic-") as tmp:
         json_path = Path(tmp) / f"{name}.json"
         command = workload_command(
@@ -182,27 +181,82 @@ def _one_process(
             quick=args.tier == "quick",
             thresholds=thresholds,
         )
-        with log_path.open("a") as log:
-            try:
-                proc = subprocess.run(
-                    command,
-                    stdout=subprocess.DEVNULL,
-                    stderr=log,
-                    cwd=PAYLOAD_ROOT,
-                    env=env,
-                    timeout=timeout,
-                    check=False,
-                )
-                rc: int | str = proc.returncode
-            except subprocess.TimeoutExpired:
-                rc = f"killed after {timeout} s"
-            except OSError as exc:
-                rc = f"could not start {args.python}: {exc}"
+        rc = _spawn(command, args, log_path, env, args.timeout or TIMEOUT_S[args.tier])
+        return _read_document(json_path), rc
+
+
+def _spawn(
+    command: list[str], args: argparse.Namespace, log_path: Path, env: dict[str, str], timeout: int
+) -> int | str:
+    """Run ``command`` in the payload folder, its log appended to ``log_path``: its exit status,
+    or why it did not end by itself."""
+    env = {**os.environ, "PYTHONPATH": str(PAYLOAD_ROOT), "TF_CPP_MIN_LOG_LEVEL": "2", **env}
+    with log_path.open("a") as log:
         try:
-            doc = json.loads(json_path.read_text())
-        except (OSError, json.JSONDecodeError):
-            doc = None
-    return (doc if isinstance(doc, dict) and "verdict" in doc else None), rc
+            proc = subprocess.run(
+                command,
+                stdout=subprocess.DEVNULL,
+                stderr=log,
+                cwd=PAYLOAD_ROOT,
+                env=env,
+                timeout=timeout,
+                check=False,
+            )
+            return proc.returncode
+        except subprocess.TimeoutExpired:
+            return f"killed after {timeout} s"
+        except OSError as exc:
+            return f"could not start {args.python}: {exc}"
+
+
+def _read_document(path: Path) -> dict[str, Any] | None:
+    try:
+        doc = json.loads(path.read_text())
+    except (OSError, json.JSONDecodeError):
+        return None
+    return doc if isinstance(doc, dict) and "verdict" in doc else None
+
+
+def run_bundle(
+    names: Sequence[str], *, args: argparse.Namespace, thresholds: dict[str, Any], log_dir: Path
+) -> list[tuple[dict[str, Any], dict[str, Any] | None]]:
+    """Run ``names`` in one process (validation.workloads.bundle), as the suite runs the quick
+    tier: each one's check and document (None where it wrote none), in order."""
+    from validation.gpu_selection import combine_gpus, gpus_under_test
+    from validation.processes import merge_processes
+
+    log_path = log_dir / "bundle.log"
+    log_path.write_text("")
+    started = time.monotonic()
+    with tempfile.TemporaryDirectory(prefix="gpufleet-periodic-") as tmp:
+        command = [args.python, "-m", "validation.workloads.bundle", "--json-dir", tmp]
+        command += ["--workloads", ",".join(names)]
+        command += ["--quick"] if args.tier == "quick" else []
+        command += ["--thresholds", json.dumps(thresholds)] if thresholds else []
+        limit = (args.timeout or TIMEOUT_S[args.tier]) * len(names)
+        rc = _spawn(command, args, log_path, {"CUDA_DEVICE_ORDER": "PCI_BUS_ID"}, limit)
+        found = {n: _read_document(Path(tmp) / f"{n}.json") for n in names}
+    took = round(time.monotonic() - started, 3)
+    done: list[tuple[dict[str, Any], dict[str, Any] | None]] = []
+    for name in names:
+        doc = found[name]
+        if doc is None:
+            tail = "\n".join(log_path.read_text(errors="replace").strip().splitlines()[-6:])
+            check = check_entry(
+                f"workloads::{name}",
+                "error",
+                f"{name}: the tier's one process wrote no JSON document for it (exit {rc}); "
+                f"log {log_path}:\n{tail}",
+            )
+        else:
+            doc = merge_processes([doc])
+            gpus = gpus_under_test(name, args.tier, nvidia_gpus_on_bus())
+            if gpus != [None]:
+                doc = combine_gpus({str(gpus[0]): doc})
+            check = judge_workload(name, doc)
+        check["duration_s"] = took  # one process for all of them
+        done.append((check, doc))
+    return done
 
 
 def gpus_busy(data: dict[str, Any]) -> str | None:

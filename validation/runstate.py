@@ -32,6 +32,10 @@ class RunState:
     infos: dict[str, hostinfo.HostInfo] = field(default_factory=dict)
     # The results' ``vendor`` section (gpufleet.vendor.section), filled by the vendor checks.
     vendor: dict[str, Any] = field(default_factory=lambda: {"dcgm": None, "nccl_tests": None})
+    # The quick tier's one process (validation.workloads.bundle): workload -> its document
+    # (None: it wrote none), and how the process ended, filled by the first workload's test.
+    bundle: dict[str, dict[str, Any] | None] | None = None
+    bundle_end: str = ""
 
 
 STATE = pytest.StashKey[RunState]()

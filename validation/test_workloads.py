@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import json
 import shlex
+from collections.abc import Sequence
 from typing import Any
 
 import pytest
 
 from validation.gpu_selection import (
+    DOC_SEPARATOR,
     combine_gpus,
     gpus_under_test,
     parallel_command,
@@ -18,7 +20,7 @@ from validation.gpu_selection import (
 from validation.nccl_reference import from_run
 from validation.processes import merge_processes, speed_at_stake
 from validation.runstate import STATE
-from validation.tiers import FULL_WORKLOADS, PROCESSES, QUICK_WORKLOADS, TIMEOUT_S
+from validation.tiers import BUNDLED, FULL_WORKLOADS, PROCESSES, QUICK_WORKLOADS, TIMEOUT_S
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
@@ -65,6 +67,53 @@ def workload_command(
         f"timeout {int(timeout_s)} {' '.join(args)} >/dev/null; rc=$?; "
         'cat "$f" 2>/dev/null; rm -f "$f"; exit $rc'
     )
+
+
+def bundle_command(
+    names: Sequence[str],
+    *,
+    python: str,
+    payload_dir: str,
+    quick: bool,
+    thresholds: dict,
+    timeout_s: int,
+    calibration: dict | None = None,
+) -> str:
+    """The shell command that runs ``names`` in one process (validation.workloads.bundle) and
+    prints each one's document in that order, each followed by DOC_SEPARATOR (an empty one
+    where it wrote none); exits with the bundle's status."""
+    payload = shlex.quote(payload_dir)
+    args = [shlex.quote(python), "-m", "validation.workloads.bundle", "--json-dir", '"$d"']
+    args += ["--workloads", shlex.quote(",".join(names))]
+    if quick:
+        args.append("--quick")
+    if thresholds:
+        args += ["--thresholds", shlex.quote(json.dumps(thresholds))]
+    if calibration:
+        args += ["--calibration", shlex.quote(json.dumps(calibration))]
+    shown = " ".join(
+        f'cat "$d/{n}.json" 2>/dev/null; printf "\\n%s\\n" "{DOC_SEPARATOR}";' for n in names
+    )
+    return (
+        f"d=$(mktemp -d) && cd {payload} && PYTHONPATH={payload} TF_CPP_MIN_LOG_LEVEL=2 "
+        f"CUDA_DEVICE_ORDER=PCI_BUS_ID timeout {int(timeout_s)} {' '.join(args)} >/dev/null; "
+        f'rc=$?; {shown} rm -rf "$d"; exit $rc'
+    )
+
+
+def bundle_documents(host: Any, names: Sequence[str], command: str) -> tuple[dict, str]:
+    """Run the bundle once: workload -> its document (None where it wrote none), and how the
+    process ended (exit status and the last log lines) for a test that got none."""
+    result = host.run(command)
+    docs: dict[str, dict[str, Any] | None] = {}
+    for name, text in split_documents(result.stdout, list(names)).items():
+        try:
+            docs[name] = json.loads(text) if text else None
+        except json.JSONDecodeError:
+            docs[name] = None
+    timed_out = " (timed out)" if result.rc == 124 else ""
+    log_tail = "\n".join(result.stderr.strip().splitlines()[-6:])
+    return docs, f"exit {result.rc}{timed_out}; last log lines:\n{log_tail}"
 
 
 def _processes(host: Any, workload: str, command: str, tier: str, gpu: str | None) -> dict:
@@ -124,6 +173,31 @@ def test_workload(
     record: Any,
     expectations: Any,
 ) -> None:
+    bundled = BUNDLED.get(tier, ())
+    if workload in bundled:
+        if run_state.bundle is None:
+            command = bundle_command(
+                bundled,
+                python=env_python,
+                payload_dir=payload_dir,
+                quick=tier == "quick",
+                thresholds=dict(spec.thresholds),
+                timeout_s=TIMEOUT_S[tier] * len(bundled),
+                calibration=expectations.calibration,
+            )
+            run_state.bundle, run_state.bundle_end = bundle_documents(host, bundled, command)
+        found = run_state.bundle.get(workload)
+        if found is None:
+            pytest.fail(
+                f"{workload}: the tier's one process (validation.workloads.bundle) wrote no "
+                f"document for it ({run_state.bundle_end})"
+            )
+        gpus = gpus_under_test(workload, tier, len(info.gpus_on_bus))
+        doc = merge_processes([found])
+        if gpus != [None]:
+            doc = combine_gpus({str(gpus[0]): doc})
+        judge_document(workload, doc, run_state, record)
+        return
     extra = {}
     nccl_tests = from_run(run_state) if workload == "allreduce" else None
     if nccl_tests is not None:  # measured by test_vendor_diagnostics earlier in this run
@@ -149,6 +223,11 @@ def test_workload(
         doc = combine_gpus({str(gpu): _processes(host, workload, command, tier, gpu)})
     else:
         doc = combine_gpus(_parallel_processes(host, workload, commands, tier))
+    judge_document(workload, doc, run_state, record)
+
+
+def judge_document(workload: str, doc: dict[str, Any], run_state: Any, record: Any) -> None:
+    """Record a workload's document and assert its verdict (xfail: inconclusive, skip: n/a)."""
     run_state.workloads.append(doc)
     verdict = doc.get("verdict") or {}
     status, reason = verdict.get("status"), verdict.get("reason", "")

@@ -1,4 +1,4 @@
-"""env.sh and the periodic unit set CUDA's device order and JIT cache; a real shell sources it."""
+"""env.sh and the periodic unit set CUDA's device order, JIT cache and XLA compilation cache."""
 
 from __future__ import annotations
 
@@ -8,18 +8,20 @@ from pathlib import Path
 from gpufleet.spec import NodeSpec
 from gpufleet.stages import monitoring
 from gpufleet.templates import render
+from validation.xla_cache import cache_directory
 
 PRINT = (
     'for v in CUDA_DEVICE_ORDER CUDA_CACHE_PATH CUDA_CACHE_MAXSIZE; do printenv "$v" || echo -; '
     "done"
 )
+XLA_FLAG = "--tf_xla_persistent_cache_directory="
 
 
-def _source(tmp_path: Path, env: dict[str, str]) -> list[str]:
+def _source(tmp_path: Path, env: dict[str, str], show: str = PRINT) -> list[str]:
     env_file = tmp_path / "env.sh"
     env_file.write_text(render("gpufleet-env.sh.j2", env_dir=str(tmp_path / "no-env")))
     done = subprocess.run(
-        ["sh", "-e", "-c", f'. "{env_file}"; {PRINT}'],
+        ["sh", "-e", "-c", f'. "{env_file}"; {show}'],
         env={"PATH": "/usr/bin:/bin", **env},
         capture_output=True,
         text=True,
@@ -62,7 +64,7 @@ def test_the_periodic_unit_gives_root_a_cache_folder_env_sh_does_not_override(
         f"{monitoring.UNIT_DIR}/{monitoring.SERVICE}"
     ]
     assert service is not None
-    assert "CacheDirectory=gpufleet/cuda-compute-cache\n" in service
+    assert "CacheDirectory=gpufleet/cuda-compute-cache gpufleet/xla-compile-cache\n" in service
     environment = _environment(service)
     assert environment["CUDA_CACHE_PATH"] == "/var/cache/gpufleet/cuda-compute-cache"
     assert int(environment["CUDA_CACHE_MAXSIZE"]) >= 2 * 2**30
@@ -72,3 +74,40 @@ def test_the_periodic_unit_gives_root_a_cache_folder_env_sh_does_not_override(
         "/var/cache/gpufleet/cuda-compute-cache",
         str(4 * 2**30),
     ]
+
+
+def _tf_xla_flags(tmp_path: Path, env: dict[str, str]) -> str:
+    return _source(tmp_path, env, "printenv TF_XLA_FLAGS || echo -")[0]
+
+
+def test_env_sh_points_xla_at_a_per_user_compilation_cache(tmp_path: Path) -> None:
+    flags = _tf_xla_flags(tmp_path, {"HOME": "/home/ana"})
+    assert flags == f"{XLA_FLAG}/home/ana/.cache/gpufleet/xla-compile-cache"
+    assert cache_directory({"TF_XLA_FLAGS": flags}) == Path(
+        "/home/ana/.cache/gpufleet/xla-compile-cache"
+    )
+    # The caller's other flags stay, after it.
+    mine = _tf_xla_flags(tmp_path, {"HOME": "/h", "TF_XLA_FLAGS": "--tf_xla_auto_jit=2"})
+    assert mine == f"{XLA_FLAG}/h/.cache/gpufleet/xla-compile-cache --tf_xla_auto_jit=2"
+
+
+def test_env_sh_keeps_a_cache_the_caller_named_and_never_splits_an_odd_home(
+    tmp_path: Path,
+) -> None:
+    named = f"--tf_xla_auto_jit=2 {XLA_FLAG}/scratch/x"
+    assert _tf_xla_flags(tmp_path, {"HOME": "/h", "TF_XLA_FLAGS": named}) == named
+    # TF_XLA_FLAGS splits at spaces: a HOME with one (or a quote) would name another path.
+    for home in ("/home/a b", '/home/a"b', "/home/$(x)"):
+        assert _tf_xla_flags(tmp_path, {"HOME": home}) == "-"
+    assert _tf_xla_flags(tmp_path, {}) == "-"
+
+
+def test_the_periodic_unit_gives_xla_a_root_owned_cache_env_sh_keeps(tmp_path: Path) -> None:
+    service = monitoring.unit_texts(NodeSpec(), textfile=False)[
+        f"{monitoring.UNIT_DIR}/{monitoring.SERVICE}"
+    ]
+    assert service is not None
+    environment = _environment(service)
+    flags = environment["TF_XLA_FLAGS"]
+    assert flags == f"{XLA_FLAG}/var/cache/gpufleet/xla-compile-cache"
+    assert _tf_xla_flags(tmp_path, {"HOME": "/root", **environment}) == flags

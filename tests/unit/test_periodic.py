@@ -26,20 +26,28 @@ NVIDIA_SMI = ROOT / "tests" / "fixtures" / "nvidia_smi"
 
 # Stands in for the environment's Python: `-m validation.workloads.NAME --json PATH ...`
 # copies the recorded document of NAME to PATH; REPLAY_<NAME>=crash|hang misbehaves instead.
+# `-m validation.workloads.bundle --json-dir DIR --workloads a,b` does so for each in turn
+# into DIR/<name>.json (a crash ends the process, as a crashed interpreter would).
 REPLAY = """#!{python}
 import json, os, shutil, sys, time
 args = sys.argv[1:]
 name = args[1].rsplit(".", 1)[1]
 with open(os.environ["REPLAY_LOG"], "a") as log:
     log.write(json.dumps(args) + "\\n")
-mode = os.environ.get("REPLAY_" + name.upper(), "")
-print(f"step=import {{name}}", file=sys.stderr)
-if mode == "crash":
-    print("Traceback: ImportError: libcudart.so.12", file=sys.stderr)
-    sys.exit(1)
-if mode == "hang":
-    time.sleep(30)
-shutil.copy(os.path.join({recorded!r}, name + ".json"), args[args.index("--json") + 1])
+names, out = [name], None
+if name == "bundle":
+    names = args[args.index("--workloads") + 1].split(",")
+    out = args[args.index("--json-dir") + 1]
+for name in names:
+    mode = os.environ.get("REPLAY_" + name.upper(), "")
+    print(f"step=import {{name}}", file=sys.stderr)
+    if mode == "crash":
+        print("Traceback: ImportError: libcudart.so.12", file=sys.stderr)
+        sys.exit(1)
+    if mode == "hang":
+        time.sleep(30)
+    target = os.path.join(out, name + ".json") if out else args[args.index("--json") + 1]
+    shutil.copy(os.path.join({recorded!r}, name + ".json"), target)
 """
 
 
@@ -90,6 +98,15 @@ def latest(tmp_path: Path) -> dict:
     doc: dict = json.loads((tmp_path / "out" / "latest.json").read_text())
     validate_results(doc)
     return doc
+
+
+def test_the_quick_tier_runs_its_workloads_in_one_process(tmp_path: Path, replay: Path) -> None:
+    assert run(tmp_path, replay) == 0
+    calls = [json.loads(line) for line in (tmp_path / "replay.log").read_text().splitlines()]
+    assert [c[1] for c in calls] == ["validation.workloads.bundle"]
+    assert calls[0][calls[0].index("--workloads") + 1] == ",".join(QUICK_WORKLOADS)
+    doc = latest(tmp_path)
+    assert [w["workload"] for w in doc["workloads"]] == list(QUICK_WORKLOADS)
 
 
 def test_quick_tier_writes_results_latest_and_prom(tmp_path: Path, replay: Path) -> None:

@@ -27,6 +27,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
+from validation import xla_cache
 from validation.harness import FAIL, NOT_APPLICABLE, Verdict, combine
 from validation.json_argument import json_object
 from validation.nvml_sampler import NvmlSampler
@@ -34,7 +35,7 @@ from validation.workloads._devices import check_tensorflow_sees_the_gpus, discov
 from validation.workloads._floors import load_floors, read_calibration
 from validation.workloads._run import NO_GPU, Run, WorkloadError
 
-__all__ = ["NO_GPU", "Run", "WorkloadError", "main", "not_applicable"]
+__all__ = ["NO_GPU", "Run", "WorkloadError", "execute", "main", "not_applicable", "prepare"]
 
 SCHEMA_VERSION = 1
 
@@ -132,6 +133,64 @@ def _document(run: Run, started: float, started_at: str, verdict: Verdict) -> di
     }
 
 
+def start_tensorflow(run: Run) -> None:
+    """Import TensorFlow (the XLA cache bounded first) and open NVML, before any GPU context:
+    the GPU-busy guard must see only other jobs' processes."""
+    run.config["xla_cache"] = xla_cache.prepare()
+    run.step("import", "importing TensorFlow")
+    run.tf = _import_tensorflow()
+    run.config["tensorflow_version"] = run.tf.__version__
+    run.sampler = NvmlSampler()
+    run.busy = run.sampler.busy_reason()
+    run.config["gpu_busy"] = run.busy
+
+
+def prepare(run: Run, logical_cpus: int, calibration: dict[str, Any] | None) -> None:
+    """Devices (once TensorFlow is imported), thresholds and floors of one run."""
+    discover_devices(run, logical_cpus)
+    load_run_limits(run, calibration)
+
+
+def load_run_limits(run: Run, calibration: dict[str, Any] | None) -> None:
+    """Thresholds (thresholds.toml and the overrides) and floors for run's devices; logged."""
+    from validation.thresholds import load_thresholds
+
+    overrides = _read_overrides(run.args.thresholds)
+    run.thresholds = load_thresholds(run.compute_capability, run.gpu_model, overrides)
+    load_floors(run, calibration)
+    run.step("devices", ", ".join(f"{d['name']} ({d['model'] or d['type']})" for d in run.devices))
+    check_tensorflow_sees_the_gpus(run)
+
+
+def execute(
+    run: Run, body: Callable[[Run], None], setup: Callable[[], None]
+) -> tuple[Verdict, int]:
+    """``setup`` then ``body`` with NVML sampling; the verdict, and 1 when it crashed."""
+    try:
+        setup()
+        assert run.sampler is not None
+        with run.sampler.running():
+            body(run)
+        return combine([(c["name"], Verdict(c["status"], c["reason"])) for c in run.checks]), 0
+    except Exception as exc:  # the document must still come out, saying what broke
+        run.log.error("step=error %s", traceback.format_exc().rstrip(), extra={"device": "-"})
+        return Verdict(FAIL, f"{type(exc).__name__}: {exc}"), 1
+
+
+def document_text(run: Run, started: float, started_at: str, verdict: Verdict) -> str:
+    """The run's JSON document as text (numpy values plain, infinities and NaN as null)."""
+    document = _document(run, started, started_at, verdict)
+    return json.dumps(_plain(document), indent=2, allow_nan=False)
+
+
+def new_run(workload: str, args: argparse.Namespace) -> tuple[Run, float, str]:
+    """A Run for ``workload`` and when it started (monotonic, and ISO 8601 UTC)."""
+    started, started_at = time.monotonic(), dt.datetime.now(dt.timezone.utc).isoformat()
+    run = Run(workload=workload, args=args)
+    run.config.update({"quick": run.quick, "seed": args.seed})
+    return run, started, started_at
+
+
 def main(
     workload: str,
     body: Callable[[Run], None],
@@ -152,38 +211,16 @@ def main(
         add_arguments(parser)
     args = parser.parse_args(argv)
     _setup_logging()
-    started, started_at = time.monotonic(), dt.datetime.now(dt.timezone.utc).isoformat()
-    run = Run(workload=workload, args=args)
-    run.config.update({"quick": run.quick, "seed": args.seed})
-    status = 0
-    try:
-        overrides = _read_overrides(args.thresholds)
-        calibration = read_calibration(args.calibration)
-        run.step("import", "importing TensorFlow")
-        run.tf = _import_tensorflow()
-        run.config["tensorflow_version"] = run.tf.__version__
-        run.sampler = NvmlSampler()
-        # Before TensorFlow opens a context on any GPU, so the only processes are others'.
-        run.busy = run.sampler.busy_reason()
-        run.config["gpu_busy"] = run.busy
-        discover_devices(run, logical_cpus)
-        from validation.thresholds import load_thresholds
+    run, started, started_at = new_run(workload, args)
 
-        run.thresholds = load_thresholds(run.compute_capability, run.gpu_model, overrides)
-        load_floors(run, calibration)
-        run.step(
-            "devices", ", ".join(f"{d['name']} ({d['model'] or d['type']})" for d in run.devices)
-        )
-        check_tensorflow_sees_the_gpus(run)
-        with run.sampler.running():
-            body(run)
-        verdict = combine([(c["name"], Verdict(c["status"], c["reason"])) for c in run.checks])
-    except Exception as exc:  # the document must still come out, saying what broke
-        run.log.error("step=error %s", traceback.format_exc().rstrip(), extra={"device": "-"})
-        verdict = Verdict(FAIL, f"{type(exc).__name__}: {exc}")
-        status = 1
-    document = _document(run, started, started_at, verdict)
-    text = json.dumps(_plain(document), indent=2, allow_nan=False)
+    def setup() -> None:
+        calibration = read_calibration(args.calibration)
+        _read_overrides(args.thresholds)  # refused before TensorFlow's import costs seconds
+        start_tensorflow(run)
+        prepare(run, logical_cpus, calibration)
+
+    verdict, status = execute(run, body, setup)
+    text = document_text(run, started, started_at, verdict)
     print(text)
     if args.json not in (None, "-"):
         Path(args.json).write_text(text + "\n")

@@ -29,10 +29,15 @@ from validation.workloads._refsteps import (
 ARCHITECTURES = {"resnet50": (RESNET50_CPU, RESNET50_GPU), "bert_large": (BERT_CPU, BERT_LARGE)}
 UNITS = {"resnet50": "images/s", "bert_large": "sequences/s"}
 # CPU: tiny widths, no XLA (proves the step trains). GPU: DLE's sizes with XLA, as DLE's
-# published rows ran; the quick tier measures AMP only.
+# published rows ran; the quick tier measures AMP only. Blocks of a few steps (0.5-1.4 s of
+# ResNet-50 on an A100, README "Time budget"): the spread of the blocks, not their length,
+# decides the verdict, and judge_sample_runs needs 3 per process (MIN_SAMPLES_FOR_VERDICT).
+# The XLA compile is paid once per host (validation.xla_cache).
 CPU: dict[str, Any] = {"batch": 4, "steps": 3, "blocks": 4, "warmup_max": 4, "jit_compile": False}
-QUICK_GPU: dict[str, Any] = {"steps": 10, "blocks": 4, "warmup_max": 6, "jit_compile": True}
-FULL_GPU: dict[str, Any] = {"steps": 20, "blocks": 6, "warmup_max": 10, "jit_compile": True}
+QUICK_GPU: dict[str, Any] = {"steps": 5, "blocks": 3, "warmup_max": 4, "jit_compile": True}
+FULL_GPU: dict[str, Any] = {"steps": 5, "blocks": 3, "warmup_max": 4, "jit_compile": True}
+# BERT-Large's step is 0.62-0.64 s on an A100 (DLE): 2 steps a block.
+FULL_GPU_STEPS = {"resnet50": 5, "bert_large": 2}
 WARM_TOLERANCE = 0.05
 
 
@@ -114,7 +119,7 @@ def reference_block(run: Run, precision: str, *, batch: int, steps: int, jit_com
 def body(run: Run, name: str) -> None:
     tf = run.tf
     cpu_arch, gpu_arch = ARCHITECTURES[name]
-    cfg = run.sizes(CPU, QUICK_GPU, FULL_GPU)
+    cfg = run.sizes(CPU, QUICK_GPU, {**FULL_GPU, "steps": FULL_GPU_STEPS[name]})
     arch = gpu_arch if run.has_gpu else cpu_arch
     device = run.compute_devices[0]
     run.config.update(architecture=arch, device=device, data="fixed synthetic batch on device")

@@ -3,7 +3,7 @@
 Run: ``python -m validation.workloads.gemm [--quick] [--peak-tflops fp32=67,tf32=494,...]``
 
 Every GPU multiplies 8192x8192 matrices at the same time, for ``sustain_s`` per precision
-(20 s in the full tier, 3 s quick), so the host runs at full power and temperature and the
+(20 s in the full tier, 2 s quick), so the host runs at full power and temperature and the
 figures are sustained clocks, not boost. Per GPU the sustained TFLOP/s is the median of the
 repetitions after the window's first quarter. The dense peaks come from gpufleet.matrix.gpus
 for the GPU model (``--peak-tflops`` or GPUFLEET_PEAK_TFLOPS override them); each GPU is held
@@ -38,7 +38,7 @@ from validation.workloads._gemm_judge import judge, matrix_peaks, summarize
 # the first ``settle`` share of the window is the clock ramp and is reported apart.
 # ``min_reps``: repetitions even when one takes longer than the window (FP32 on a T4).
 QUICK: dict[str, Any] = {"n": 256, "chain": 4, "sustain_s": 0.3, "min_reps": 3, "check_n": 128}
-QUICK_GPU: dict[str, Any] = {"n": 8192, "chain": 8, "sustain_s": 3.0, "min_reps": 3, "check_n": 256}
+QUICK_GPU: dict[str, Any] = {"n": 8192, "chain": 8, "sustain_s": 2.0, "min_reps": 3, "check_n": 256}
 FULL_GPU: dict[str, Any] = {"n": 8192, "chain": 8, "sustain_s": 20.0, "min_reps": 5, "check_n": 256}
 # precision -> (TensorFlow dtype name, TF32 on?, minimum compute capability, relative tolerance
 # of the small product against float64: about 2^-mantissa_bits * sqrt(n) with margin)
