@@ -26,6 +26,7 @@ from gpufleet.report.schema import validate_results
 from gpufleet.stages import monitoring
 from gpufleet.validate import baseline
 from tests.integration.conftest import REPO, Sandbox, gpufleet, running_sandbox
+from validation.tiers import PROCESSES
 
 pytestmark = pytest.mark.integration
 
@@ -93,14 +94,14 @@ def test_inconclusive_speed_checks_make_the_host_unproven(inventory: Path, tmp_p
     check = next(c for c in doc["checks"] if c["name"] == "workloads::xla")
     assert check["status"] == "inconclusive", check
     (xla,) = doc["workloads"]
-    assert xla["processes"] == 3  # the full tier's fresh processes, judged together
+    assert xla["processes"] == PROCESSES["full"]  # the full tier's fresh processes (1)
     speed = next(c for c in xla["checks"] if c["name"] == "xla_speedup_fp32")
     assert speed["status"] == "inconclusive"
     # The host history's 1000 % between-run spread, plus the measured within-process noise
     # (root of the sum of squares): 1000.0 % or a little more, never less.
     spread = re.search(r"between-run spread ([0-9.]+) % \(host history\)", speed["reason"])
     assert spread and 1000.0 <= float(spread.group(1)) < 1010.0, speed["reason"]
-    assert speed["judgement"]["processes"] == 3
+    assert speed["judgement"]["processes"] == PROCESSES["full"]
     # Never a baseline, of either tier.
     assert not baseline.baseline_path(results, HOST, "quick").exists()
     assert not baseline.baseline_path(results, HOST).exists()
