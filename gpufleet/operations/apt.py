@@ -10,6 +10,7 @@ from pyinfra import host
 from pyinfra.api import HiddenValue, OperationError, QuoteString, StringCommand, operation
 from pyinfra.facts.deb import DebPackages
 
+from gpufleet.operations.apt_key import FETCH_KEY
 from gpufleet.operations.probes import (
     KeyringFingerprints,
     file_digest,
@@ -21,7 +22,7 @@ from gpufleet.operations.repo_signature import (
     RepositorySigner,
     release_base,
 )
-from gpufleet.operations.stdin import FETCH, PRIVATE_TMP, SECRET_ENV, secret_lines
+from gpufleet.operations.stdin import secret_lines
 
 # Seconds apt waits for the dpkg lock before failing: right after boot apt-daily or
 # unattended-upgrades commonly hold it for minutes (apt >= 1.9.11; older apt ignores it).
@@ -51,47 +52,6 @@ then
 fi
 exit "$rc"
 """
-
-# Downloads the key into a private directory and installs it only when the file holds exactly
-# one primary key, the expected one; what is installed is that key alone, exported again by gpg
-# (so no other key or packet that came with the file reaches apt's Signed-By keyring). apt reads
-# a binary keyring under any name; an armored one only as *.asc. $1: fingerprint, $2: keyring;
-# stdin: proxy, pip index (unused), key URL (stdin.FETCH).
-_FETCH_KEY = (
-    "set -e\n"
-    + PRIVATE_TMP
-    + SECRET_ENV
-    + "name=key\n"
-    + FETCH
-    + r"""export GNUPGHOME="$tmp/gnupg"
-mkdir -m 700 "$GNUPGHOME"
-trap 'gpgconf --kill all >/dev/null 2>&1 || true; rm -rf "$tmp"' EXIT
-primaries() {
-  gpg --batch --with-colons --show-keys "$1" 2>/dev/null \
-    | awk -F: '$1=="pub"{want=1} $1=="fpr"&&want{printf "%s ", toupper($10); want=0}'
-}
-if grep -q 'BEGIN PGP PUBLIC KEY BLOCK' "$tmp/key"; then
-  gpg --batch --dearmor < "$tmp/key" > "$tmp/key.gpg"
-else
-  cp "$tmp/key" "$tmp/key.gpg"
-fi
-found=$(primaries "$tmp/key.gpg")
-if [ "$found" != "$1 " ]; then
-  found=${found% }
-  echo "gpufleet: the file at nvidia_repo_key_url holds the primary key(s) ${found:-<none>}," \
-    "expected exactly one, $1; not trusting it. Fix: check nvidia_repo_key_url and" \
-    "nvidia_repo_key_fingerprint (a key file must hold the repository key alone)." >&2
-  exit 1
-fi
-gpg --batch --quiet --import "$tmp/key.gpg" 2>/dev/null
-gpg --batch --export "$1" > "$tmp/only.gpg"
-if [ "$(primaries "$tmp/only.gpg")" != "$1 " ]; then
-  echo "gpufleet: gpg could not export key $1 from the downloaded file; not trusting it." >&2
-  exit 1
-fi
-install -D -m 0644 "$tmp/only.gpg" "$2"
-"""
-)
 
 # deb822 fields that make apt accept what is not signed, or signed with weak algorithms
 # (sources.list(5)); apt reads field names case-insensitively.
@@ -168,7 +128,7 @@ def repository(
         changed = True
         yield StringCommand(
             "sh -c",
-            QuoteString(_FETCH_KEY),
+            QuoteString(FETCH_KEY),
             "gpufleet-key",
             QuoteString(fingerprint),
             QuoteString(keyring),
@@ -248,6 +208,22 @@ def missing_now(packages: list[str]) -> list[str]:
     return _missing(packages, planning_fact(host, DebPackages))
 
 
+def _apt_get_install(
+    specs: list[str], options: list[str], no_recommends: bool, allow_change: bool, label: str
+) -> StringCommand:
+    """``apt-get install`` of `specs` under the retrying script (`label` names it in ps)."""
+    options = list(options)
+    if no_recommends:
+        options.append("--no-install-recommends")
+    if allow_change:
+        options += ["--allow-change-held-packages", "--allow-downgrades"]
+    # "--": a package argument can never be read as an option (apt-get install --version).
+    command = StringCommand(
+        "env", APT_GET, "install", *options, "--", *[QuoteString(p) for p in specs]
+    )
+    return StringCommand("sh -c", QuoteString(_INSTALL_RETRYING), label, command)
+
+
 @operation()
 def install(
     packages: list[str],
@@ -279,18 +255,7 @@ def install(
         return
     if update_first:
         yield "apt-get update"
-    options = []
-    if no_recommends:
-        options.append("--no-install-recommends")
-    if allow_change:
-        options += ["--allow-change-held-packages", "--allow-downgrades"]
-    # "--": a package argument can never be read as an option (apt-get install --version).
-    install_command = StringCommand(
-        "env", APT_GET, "install", *options, "--", *[QuoteString(p) for p in missing]
-    )
-    command = StringCommand(
-        "sh -c", QuoteString(_INSTALL_RETRYING), "gpufleet-apt-install", install_command
-    )
+    command = _apt_get_install(missing, [], no_recommends, allow_change, "gpufleet-apt-install")
     if hold:
         names = [QuoteString(p.split("=", 1)[0]) for p in packages]
         command = StringCommand(command, "&& apt-mark hold --", *names)
@@ -321,19 +286,12 @@ def downloaded(
     if not first or not missing:
         host.noop("nothing to fetch ahead" if first else "fetched by the first host of its kind")
         return
-    # One request at a time to the cache: apt-cacher-ng 3.7.4 answers pipelined requests for
-    # files it must still fetch 503 "check DlMaxRetries" when the upstream closes each
-    # connection after one answer (seen with an HTTP/1.0 upstream); cached files it serves to
-    # the others' pipelined installs. On a LAN the cost is a round trip per file.
-    options = ["-o", "Acquire::http::Pipeline-Depth=0", "--download-only"]
-    if no_recommends:
-        options.append("--no-install-recommends")
-    if allow_change:
-        options += ["--allow-change-held-packages", "--allow-downgrades"]
-    fetch = StringCommand(
-        "env", APT_GET, "install", *options, "--", *[QuoteString(p) for p in missing]
+    # One request at a time: apt-cacher-ng 3.7.4 answers pipelined requests for files it must
+    # fetch 503 "check DlMaxRetries" from an upstream that closes each connection (HTTP/1.0).
+    first_options = ["-o", "Acquire::http::Pipeline-Depth=0", "--download-only"]
+    yield _apt_get_install(
+        missing, first_options, no_recommends, allow_change, "gpufleet-apt-download"
     )
-    yield StringCommand("sh -c", QuoteString(_INSTALL_RETRYING), "gpufleet-apt-download", fetch)
 
 
 @operation()

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from pyinfra.api import StringCommand
 
-from gpufleet.operations.apt import _FETCH_KEY
+from gpufleet.operations.apt_key import FETCH_KEY
 from gpufleet.operations.probes import KeyringFingerprints
 from gpufleet.operations.stdin import secret_lines
 from tests.operations.helpers import run_operation
@@ -64,7 +64,7 @@ def keys(tmp_path_factory) -> dict[str, object]:
 def fetch(url: str, fingerprint: str, dest: Path) -> subprocess.CompletedProcess[str]:
     """The operation's key script, as the host's root shell runs it (URL on stdin)."""
     return subprocess.run(
-        ["sh", "-c", _FETCH_KEY, "gpufleet-key", fingerprint, str(dest)],
+        ["sh", "-c", FETCH_KEY, "gpufleet-key", fingerprint, str(dest)],
         input=secret_lines(url=url),
         capture_output=True,
         text=True,

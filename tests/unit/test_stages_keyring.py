@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from pyinfra.api import StringCommand
 
-from gpufleet.operations.apt import _FETCH_KEY
+from gpufleet.operations.apt_key import FETCH_KEY
 from gpufleet.operations.probes import KeyringFingerprints
 from gpufleet.operations.stdin import secret_lines
 
@@ -27,7 +27,7 @@ pytestmark = pytest.mark.skipif(
 
 def fetch(url: str, fingerprint: str, dest: Path) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        ["sh", "-c", _FETCH_KEY, "gpufleet-key", fingerprint, str(dest)],
+        ["sh", "-c", FETCH_KEY, "gpufleet-key", fingerprint, str(dest)],
         input=secret_lines(url=url),
         capture_output=True,
         text=True,
