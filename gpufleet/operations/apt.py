@@ -267,10 +267,9 @@ def downloaded(
     packages: list[str], first: bool, allow_change: bool = False, no_recommends: bool = False
 ):
     """
-    Download (``apt-get install --download-only``) the packages `install` would install, on
-    the one host named ``first``; a no-op on the others. Called right before `install` with
-    the same packages, it makes every other host's install find the files in the fleet cache
-    (apt-cacher-ng sends simultaneous first requests for one file upstream each).
+    Download (``apt-get install --download-only``) what `install` would install, on the one
+    host named ``first`` (a no-op elsewhere), right before `install`: the others then find
+    the files in the fleet cache (apt-cacher-ng sends simultaneous first requests upstream).
 
     + packages: package specs, as for `install`
     + first: whether this host fetches for the others (gpufleet.stages.fleet_cache)
