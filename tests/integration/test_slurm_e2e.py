@@ -15,6 +15,7 @@ import pytest
 
 from gpufleet.sandbox.image import MARKER, images_dir
 from tests.integration.conftest import REPO, Sandbox, gpufleet
+from tests.integration.slurm_helpers import Sampler, node, on_controller, saved_states, wait_for
 
 pytestmark = pytest.mark.integration
 HOSTS = 3
@@ -37,19 +38,13 @@ def cluster() -> Iterator[Sandbox]:
         gpufleet("sandbox", "down", check=False, timeout=300)
 
 
-def on_controller(cluster: Sandbox, command: str, timeout: float = 120) -> str:
-    proc = cluster.ssh(0, command, timeout=timeout)
-    assert proc.returncode == 0, f"{command}: {proc.stdout}{proc.stderr}"
-    return proc.stdout
-
-
 def test_every_host_is_an_idle_slurm_node(cluster: Sandbox) -> None:
     out = on_controller(cluster, "sinfo -h -N -o '%N %T %G'")
     nodes = {line.split()[0]: line.split()[1:] for line in out.splitlines()}
     assert sorted(nodes) == [h.name for h in cluster.state.hosts]
-    for node, (state, gres) in nodes.items():
-        assert state == "idle", f"{node}: {state}"
-        assert gres.startswith("gpu:2"), f"{node} declares {gres}"
+    for name, (state, gres) in nodes.items():
+        assert state == "idle", f"{name}: {state}"
+        assert gres.startswith("gpu:2"), f"{name} declares {gres}"
 
 
 def test_srun_runs_on_every_host(cluster: Sandbox) -> None:
@@ -88,22 +83,6 @@ def test_inventory_says_slurm_and_names_the_controller(cluster: Sandbox) -> None
 
 
 INTERVAL_S = 10  # slurm_health_interval for these tests: Slurm runs the check this often
-
-
-def node(cluster: Sandbox, name: str) -> tuple[str, str]:
-    """(state, reason) of a node as the controller's sinfo says."""
-    line = on_controller(cluster, f"sinfo -h -N -n {name} -o '%T|%E'").strip()
-    state, _, reason = line.partition("|")
-    return state, reason
-
-
-def wait_for(cluster: Sandbox, name: str, want, timeout: float) -> tuple[tuple[str, str], float]:
-    started = time.monotonic()
-    seen = node(cluster, name)
-    while not want(*seen) and time.monotonic() - started < timeout:
-        time.sleep(1)
-        seen = node(cluster, name)
-    return seen, time.monotonic() - started
 
 
 @pytest.fixture(scope="module")
@@ -260,34 +239,6 @@ def test_validate_scheduler_slurm_keeps_jobs_drains_a_failure_resumes_it(
 # ------------------------------------------------------------------ the rollout itself
 
 
-class Sampler:
-    """sinfo every second on the controller: which nodes were out of service at once."""
-
-    def __init__(self, cluster: Sandbox) -> None:
-        import threading
-
-        self.cluster = cluster
-        self.samples: list[list[str]] = []
-        self.stop = threading.Event()
-        self.thread = threading.Thread(target=self._run, daemon=True)
-        self.thread.start()
-
-    def _run(self) -> None:
-        from gpufleet.scheduler.rule import SINFO_FORMAT, parse_sinfo
-
-        while not self.stop.is_set():
-            proc = self.cluster.ssh(0, f"sinfo -h -N -o '{SINFO_FORMAT}'", timeout=10)
-            if proc.returncode == 0:  # the controller itself reboots during its upgrade
-                nodes = parse_sinfo(proc.stdout)
-                self.samples.append(sorted(n.name for n in nodes.values() if n.out_of_service))
-            time.sleep(1)
-
-    def peak(self) -> int:
-        self.stop.set()
-        self.thread.join(15)
-        return max((len(s) for s in self.samples), default=0)
-
-
 def rollout_args(tmp: Path, *extra: str) -> list[str]:
     return [
         sys.executable,
@@ -310,14 +261,6 @@ def rollout_args(tmp: Path, *extra: str) -> list[str]:
         str(tmp / "results"),
         *extra,
     ]
-
-
-def saved_states(tmp: Path) -> dict[str, str]:
-    try:
-        data = json.loads((tmp / "state.json").read_text())
-    except (OSError, ValueError):
-        return {}
-    return {h["name"]: h["state"] for h in data["hosts"]}
 
 
 # The rollout e2e takes about 2.5 minutes on top of the module (three driver upgrades with
