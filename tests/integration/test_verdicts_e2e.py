@@ -101,7 +101,10 @@ def test_inconclusive_speed_checks_make_the_host_unproven(inventory: Path, tmp_p
     # (root of the sum of squares): 1000.0 % or a little more, never less.
     spread = re.search(r"between-run spread ([0-9.]+) % \(host history\)", speed["reason"])
     assert spread and 1000.0 <= float(spread.group(1)) < 1010.0, speed["reason"]
-    assert speed["judgement"]["processes"] == PROCESSES["full"]
+    if PROCESSES["full"] > 1:  # judged again over the processes (validation.processes)
+        assert speed["judgement"]["processes"] == PROCESSES["full"]
+    else:  # one process: its own verdict stands, with the evidence it was judged on
+        assert "judgement" not in speed and speed["evidence"]["metric"], speed
     # Never a baseline, of either tier.
     assert not baseline.baseline_path(results, HOST, "quick").exists()
     assert not baseline.baseline_path(results, HOST).exists()
