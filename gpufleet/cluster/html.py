@@ -41,16 +41,18 @@ hosts.{% if doc.run_error %} <strong>{{ doc.run_error }}</strong>{% endif %}</p>
 {% endfor %}</tr>{% endfor %}
 </table>
 {% endif %}
-{% if doc.nccl_tests and doc.nccl_tests.figures %}{% set f = doc.nccl_tests.figures %}
-<h2>NCCL all_reduce_perf across the hosts ({{ doc.nccl_tests.launcher }})</h2>
+{% if doc.nccl_tests and doc.nccl_tests.get("figures") %}{% set f = doc.nccl_tests.figures %}
+<h2>NCCL all_reduce_perf across the hosts ({{ doc.nccl_tests.get("launcher", "") }})</h2>
 <table><tr><th>status</th><th>max busbw, GB/s</th><th>network</th><th>ranks</th>
 <th>transport</th></tr><tr><td class="{{ doc.nccl_tests.status }}">{{ doc.nccl_tests.status }}</td>
-<td>{{ f.max_busbw_gbps }}</td><td class="text">{{ f.network }}</td><td>{{ f.ranks }}</td>
-<td class="text">{{ f.transport }}</td></tr></table>
+<td>{{ f.get("max_busbw_gbps", "") }}</td><td class="text">{{ f.get("network", "") }}</td>
+<td>{{ f.get("ranks", "") }}</td>
+<td class="text">{{ f.get("transport", "") }}</td></tr></table>
 <table><tr><th>floor</th><th>GB/s</th><th>enforced</th><th>source</th></tr>
-{% for fl in f.floors or [] %}<tr><td class="text">{{ fl.name }}</td><td>{{ fl.busbw_gbps }}</td>
+{% for fl in f.get("floors") or [] %}<tr><td class="text">{{ fl.name }}</td>
+<td>{{ fl.busbw_gbps }}</td>
 <td>{{ fl.enforced }}</td><td class="text">{{ fl.source }}</td></tr>{% endfor %}</table>
-{% for p in doc.nccl_tests.pairs %}<p>pair {{ p.hosts|join(" + ") }}: {{ p.status }}
+{% for p in doc.nccl_tests.get("pairs") or [] %}<p>pair {{ p.hosts|join(" + ") }}: {{ p.status }}
 {{ p.reason }}</p>{% endfor %}
 {% endif %}
 <h2>Checks</h2>

@@ -83,6 +83,30 @@ def test_the_html_matrix_shows_every_link_escaped() -> None:
     assert page.count('<td class="self">') == 3
 
 
+@pytest.mark.parametrize(
+    "section",
+    [
+        {"status": "skipped", "reason": "no GPU"},  # what every GPU-less group writes
+        {"status": "error", "reason": "nvidia-smi failed"},
+        {"status": "fail", "reason": "ranks cover 1 of 3 hosts", "figures": {"ranks": 8}},
+        {
+            "status": "pass",
+            "reason": "",
+            "launcher": "mpirun",
+            "figures": {"max_busbw_gbps": 9.5, "network": "ib", "ranks": 16, "transport": {}},
+        },
+    ],
+)
+def test_the_html_renders_every_shape_of_the_nccl_section(section: dict) -> None:
+    """The page's template is strict: a key a section does not have must not break it."""
+    doc = document()
+    doc["nccl_tests"] = section
+    page = render_html(doc)
+    assert ("NCCL all_reduce_perf across the hosts" in page) is ("figures" in section)
+    if "max_busbw_gbps" in section.get("figures", {}):
+        assert "<td>9.5</td>" in page
+
+
 def test_prometheus_figures_are_the_hosts_own_links() -> None:
     text = output.prometheus_text(document("h2"), "h1")
     samples = {
