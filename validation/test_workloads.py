@@ -53,12 +53,7 @@ def workload_command(
     """
     payload = shlex.quote(payload_dir)
     args = [shlex.quote(python), "-m", f"validation.workloads.{name}", "--json", '"$f"']
-    if quick:
-        args.append("--quick")
-    if thresholds:
-        args += ["--thresholds", shlex.quote(json.dumps(thresholds))]
-    if calibration:
-        args += ["--calibration", shlex.quote(json.dumps(calibration))]
+    args += _tier_args(quick, thresholds, calibration)
     for option, value in (extra or {}).items():
         args += [shlex.quote(option), shlex.quote(value)]
     pin = "".join(f"{k}={shlex.quote(v)} " for k, v in visible_env(gpu).items())
@@ -67,6 +62,16 @@ def workload_command(
         f"timeout {int(timeout_s)} {' '.join(args)} >/dev/null; rc=$?; "
         'cat "$f" 2>/dev/null; rm -f "$f"; exit $rc'
     )
+
+
+def _tier_args(quick: bool, thresholds: dict, calibration: dict | None) -> list[str]:
+    """The options every workload entry point takes: --quick, --thresholds, --calibration."""
+    args = ["--quick"] if quick else []
+    if thresholds:
+        args += ["--thresholds", shlex.quote(json.dumps(thresholds))]
+    if calibration:
+        args += ["--calibration", shlex.quote(json.dumps(calibration))]
+    return args
 
 
 def bundle_command(
@@ -84,13 +89,11 @@ def bundle_command(
     where it wrote none); exits with the bundle's status."""
     payload = shlex.quote(payload_dir)
     args = [shlex.quote(python), "-m", "validation.workloads.bundle", "--json-dir", '"$d"']
-    args += ["--workloads", shlex.quote(",".join(names))]
-    if quick:
-        args.append("--quick")
-    if thresholds:
-        args += ["--thresholds", shlex.quote(json.dumps(thresholds))]
-    if calibration:
-        args += ["--calibration", shlex.quote(json.dumps(calibration))]
+    args += [
+        "--workloads",
+        shlex.quote(",".join(names)),
+        *_tier_args(quick, thresholds, calibration),
+    ]
     shown = " ".join(
         f'cat "$d/{n}.json" 2>/dev/null; printf "\\n%s\\n" "{DOC_SEPARATOR}";' for n in names
     )

@@ -176,10 +176,11 @@ _FIRST: WeakKeyDictionary[State, dict[tuple[str, ...], str]] = WeakKeyDictionary
 
 def fetches_first(plan: NodePlan, name: str, packages: list[str], *options: bool) -> bool:
     """Whether this host is the first, in pyinfra's planning order, to install exactly these
-    packages through the cache on its OS, release and architecture. pyinfra plans host after
-    host before it runs anything, so that first host is known when each host's call is made.
-    If that host drops out of the run before the download, the others still install (apt then
-    fetches through the cache as before: possibly one file twice, never a wrong one)."""
+    packages through the cache on its OS, release and architecture. pyinfra runs every host's
+    deploy code (hosts side by side, in no fixed order) before it runs any operation, so one
+    host is settled as first before the download runs. If that host drops out of the run
+    before the download, the others still install (apt then fetches through the cache as
+    before: possibly one file twice, never a wrong one)."""
     if plan.cache is None or not gpufleet_apt.missing_now(packages):
         return False  # a host with nothing to install must not be the one that fetches
     state = plan.state
