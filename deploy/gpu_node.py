@@ -22,20 +22,24 @@ from gpufleet.stages.python_env import python_env
 from gpufleet.stages.run_guard import run_end, run_start
 from gpufleet.stages.scheduler import scheduler_integration
 from gpufleet.stages.validation_payload import validation_payload
+from gpufleet.stamp.gate import stamp_holds
 
 plan = node_plan()  # validates the inventory (stops the whole run on a bad value)
-fleet_cache(plan=plan)  # group gpufleet_cache: its host first, then every client checks it
+# A host whose last run changed nothing, with every fact and input reading the same now, is
+# not planned again (one round trip; gpufleet.stamp). Otherwise every stage, recorded:
+if not stamp_holds(plan, deploy_file=__file__):
+    fleet_cache(plan=plan)  # group gpufleet_cache: its host first, then every client checks it
 
-if preflight(plan=plan):
-    run_start(plan=plan)  # the host's deploy lock; an interrupted dpkg finished
-    nvidia_repo(plan=plan)
-    driver(plan=plan)
-    cuda_stack(plan=plan)
-    dcgm(plan=plan)  # a no-op where DCGM does not apply (the plan says why)
-    nccl_tests(plan=plan)  # likewise: multi-GPU hosts
-    python_env(plan=plan)
-    validation_payload(plan=plan)
-    cluster_tools(plan=plan)  # iperf3 and ping for `gpufleet validate --tier cluster`
-    periodic_checks(plan=plan)  # a no-op with periodic_checks: False
-    scheduler_integration(plan=plan)  # a no-op unless scheduler: slurm
-    run_end(plan=plan)  # lock released, then the reboot the driver needs (reboot policy)
+    if preflight(plan=plan):
+        run_start(plan=plan)  # the host's deploy lock; an interrupted dpkg finished
+        nvidia_repo(plan=plan)
+        driver(plan=plan)
+        cuda_stack(plan=plan)
+        dcgm(plan=plan)  # a no-op where DCGM does not apply (the plan says why)
+        nccl_tests(plan=plan)  # likewise: multi-GPU hosts
+        python_env(plan=plan)
+        validation_payload(plan=plan)
+        cluster_tools(plan=plan)  # iperf3 and ping for `gpufleet validate --tier cluster`
+        periodic_checks(plan=plan)  # a no-op with periodic_checks: False
+        scheduler_integration(plan=plan)  # a no-op unless scheduler: slurm
+        run_end(plan=plan)  # lock released, then the reboot the driver needs (reboot policy)

@@ -1,7 +1,9 @@
-"""Shared pytest fixtures: where recorded real outputs live."""
+"""Shared pytest fixtures: where recorded real outputs live, and where deploy stamps go."""
 
 from __future__ import annotations
 
+import os
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -13,3 +15,17 @@ REPO_ROOT = Path(__file__).resolve().parent.parent
 @pytest.fixture
 def fixtures_dir() -> Path:
     return FIXTURES
+
+
+@pytest.fixture(autouse=True, scope="session")
+def _deploy_stamps_of_this_session(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
+    """Every pyinfra run of the suite keeps its deploy stamps (gpufleet.stamp) in a folder of
+    this session, never in the machine's own ``~/.local/state``: a stamp left by an earlier
+    session must not decide what this one plans."""
+    before = os.environ.get("GPUFLEET_STAMP_DIR")
+    os.environ["GPUFLEET_STAMP_DIR"] = str(tmp_path_factory.mktemp("deploy-stamps"))
+    yield
+    if before is None:
+        os.environ.pop("GPUFLEET_STAMP_DIR", None)
+    else:
+        os.environ["GPUFLEET_STAMP_DIR"] = before

@@ -16,7 +16,7 @@ from pyinfra.api import OperationError, QuoteString, StringCommand, operation
 from gpufleet.operations.probes import PayloadState
 from gpufleet.operations.stdin import PRIVATE_TMP, encoded
 
-_SKIP = ("__pycache__", ".pytest_cache")
+SKIP = ("__pycache__", ".pytest_cache")  # never shipped (also left out of a deploy stamp)
 
 # $1: the archive's sha256, $2: staging directory, $3: destination; stdin: the archive in
 # base64. It lands in a private directory (mktemp -d: mode 700, unguessable name), is checked
@@ -56,7 +56,7 @@ def make_archive(source: Path | Mapping[str, Path]) -> bytes:
                 _add(tar, tree, prefix)
             for path in sorted(tree.rglob("*")):
                 relative = path.relative_to(tree)
-                if any(part in _SKIP for part in relative.parts) or path.suffix == ".pyc":
+                if any(part in SKIP for part in relative.parts) or path.suffix == ".pyc":
                     continue
                 _add(tar, path, posixpath.join(prefix, relative.as_posix()))
     return buffer.getvalue()

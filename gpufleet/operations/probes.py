@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import posixpath
 from typing import Any, TypeVar
 from weakref import WeakKeyDictionary
 
@@ -358,6 +359,24 @@ class EnvProblems(FactBase):
             *[QuoteString(r) for r in requirements],
             "2>&1 || echo 'gpufleet-env: the check failed'; else echo 'gpufleet-env: no python';",
             "fi",
+        )
+
+    def stamp_witness(self, python: str, requirements: list[str]) -> StringCommand:
+        """What a deploy stamp replays instead (gpufleet.stamp): the path, size and change time
+        of every file and link under the environment (compiled files aside, as the check skips
+        them; directories aside, as Python adds ``__pycache__`` to them) and of the
+        interpreter. The check reads nothing else, and no write leaves a file's change
+        time as it was, so while this prints the same so would the check; it takes a tenth of
+        the time (0.1 s against 0.43 s for the sandbox's 26,000 files)."""
+        prefix = posixpath.dirname(posixpath.dirname(python))
+        return StringCommand(
+            "find",
+            QuoteString(prefix),
+            "-xdev -name __pycache__ -prune -o \\( -type f -o -type l \\)",
+            "-printf '%p %s %C@ %l\\n' 2>/dev/null | sha256sum;",
+            "stat -L -c '%s %Z %i'",
+            QuoteString(python),
+            "2>/dev/null",
         )
 
     @override

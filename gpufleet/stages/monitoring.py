@@ -19,6 +19,7 @@ from gpufleet.stages import op_keys
 from gpufleet.stages.node import NodePlan, node_plan
 from gpufleet.stages.python_env import WRAPPER
 from gpufleet.stages.validation_payload import payload_paths
+from gpufleet.stamp import record as stamp_record
 from gpufleet.templates import render
 from gpufleet.validate import baseline
 
@@ -234,6 +235,7 @@ def baseline_to_host(results_dir: str = "results"):
         baseline_to_host(results_dir="results")
     """
     path = baseline.baseline_path(results_dir, host.name)
+    stamp_record.local_file(path)  # the plan depends on it: so does its stamp
     try:
         document = baseline.load_baseline(path)
     except baseline.BaselineError as exc:

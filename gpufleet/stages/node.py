@@ -14,6 +14,7 @@ from gpufleet import matrix
 from gpufleet.cache import derive
 from gpufleet.spec import NodeSpec, SpecError, spec_for_host
 from gpufleet.stages.host_probe import HostProbe, HostState
+from gpufleet.stamp.ahead import read_with_stamp
 
 # Where apt downloads packages before unpacking them.
 APT_CACHE = "/var/cache/apt"
@@ -97,7 +98,14 @@ def node_plan(host: Host | None = None) -> NodePlan:
         if not own and spec.cache_fallback_direct and not derive.answers(host, cache):
             values = {}  # the operator allowed upstream; the message is in derive.answers
         spec = dataclasses.replace(spec, **values)
-    probed = host.get_fact(HostProbe, env_dir=spec.env_dir, disk_paths=disk_paths(spec))
+    # With the facts of the host's deploy stamp, if it has one: one round trip (gpufleet.stamp)
+    probed = read_with_stamp(
+        host,
+        HostProbe,
+        enabled=spec.deploy_stamp,
+        env_dir=spec.env_dir,
+        disk_paths=disk_paths(spec),
+    )
     resolution = None
     unsupported = None
     try:

@@ -6,6 +6,7 @@ from pyinfra.api import deploy
 
 from gpufleet.operations import connection, dpkg, kernel, lock
 from gpufleet.stages.node import NodePlan, node_plan
+from gpufleet.stamp.record import bookkeeping
 
 
 @deploy("gpufleet run_start")
@@ -21,7 +22,8 @@ def run_start(plan: NodePlan | None = None):
     """
     plan = plan or node_plan()
     connection.watch()
-    lock.deploy_lock(name="deploy lock taken (one gpufleet deploy per host)")
+    # Taken and released on every run: bookkeeping, so a run that changes nothing else is stamped.
+    bookkeeping(lock.deploy_lock(name="deploy lock taken (one gpufleet deploy per host)"))
     dpkg.repaired(
         name="dpkg repaired (an interrupted dpkg finished before apt runs)",
         problems=plan.state.dpkg_problems,
@@ -40,7 +42,7 @@ def run_end(plan: NodePlan | None = None):
         run_end(plan=plan)
     """
     plan = plan or node_plan()
-    lock.deploy_lock_released(name="deploy lock released")
+    bookkeeping(lock.deploy_lock_released(name="deploy lock released"))
     kernel.reboot_for_driver(
         name="reboot if the running driver is not the installed one (reboot policy)",
         policy=plan.spec.reboot,

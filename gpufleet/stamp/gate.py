@@ -1,0 +1,128 @@
+"""The deploy's use of stamps: skip a host whose plan is known empty; stamp one that planned none.
+
+Example (the deploy file)::
+
+    plan = node_plan()
+    if not stamp_holds(plan, deploy_file=__file__):
+        ...                  # every stage, as before; recorded, and stamped if it planned nothing
+"""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+from typing import Any
+from weakref import WeakKeyDictionary, WeakSet
+
+from pyinfra.api.facts import _handle_fact_kwargs
+from pyinfra.api.host import Host
+from pyinfra.api.state import BaseStateCallback, State, StateStage
+from pyinfra.context import ctx_host, ctx_state
+
+from gpufleet.stages.node import node_plan
+from gpufleet.stages.validation_payload import payload_sources
+from gpufleet.stamp import record, store
+from gpufleet.stamp.ahead import replies_for
+from gpufleet.stamp.canonical import NotCanonical
+from gpufleet.stamp.inputs import inputs_digest
+from gpufleet.stamp.replay import StampReplay, differences
+
+_LOG = logging.getLogger("gpufleet.stamp")
+_INPUTS: WeakKeyDictionary[Host, str] = WeakKeyDictionary()
+_WATCHED: WeakSet[State] = WeakSet()
+
+
+def stamp_holds(plan: Any, deploy_file: str) -> bool:
+    """True when this host's last empty plan read exactly what it reads now: nothing to plan.
+
+    Otherwise the host's fact reads are recorded from here on, and a stamp is written when the
+    run ends having planned (or run) nothing on it. One round trip when a stamp exists.
+    """
+    host: Host = ctx_host.get()
+    state: State = ctx_state.get()
+    if not plan.spec.deploy_stamp:
+        return False
+    if state not in _WATCHED:
+        state.add_callback_handler(_Committer())
+        _WATCHED.add(state)
+    try:
+        served = {}
+        if plan.is_cache_host:
+            served = {other.name: node_plan(other) for other in state.inventory.get_active_hosts()}
+        inputs = inputs_digest(plan, host, deploy_file, payload_sources(), served)
+    except NotCanonical as exc:
+        record.start(host).refuse(f"an input has no stable form ({exc})")
+        return False
+    _INPUTS[host] = inputs
+    why = _why_not(host, state, store.load(host.name), inputs)
+    if why is not None:
+        _LOG.debug("%s: planned in full: %s", host.name, why)
+        record.start(host)
+        return False
+    host.noop("nothing to plan: every fact and input reads as in the last run that changed nothing")
+    return True
+
+
+def _why_not(host: Host, state: State, stamp: store.Stamp | None, inputs: str) -> str | None:
+    if stamp is None:
+        return "no stamp"
+    if stamp.inputs != inputs:
+        return "the inputs changed"
+    if stamp.executor != replay_executor(state, host):
+        return "the connector arguments changed"
+    if any(record.local_file_digest(path) != known for path, known in stamp.local_files.items()):
+        return "a local file changed"
+    commands = [read.command for read in stamp.facts]
+    replies = replies_for(host, commands)  # read with the host's probe, as a rule
+    if replies is None:
+        replies = host.get_fact(StampReplay, commands=commands)
+    changed = differences(stamp.facts, replies)
+    return "; ".join(changed) if changed else None
+
+
+def replay_executor(state: State, host: Host) -> str:
+    """The connector arguments the replay runs with (those of a fact read outside operations)."""
+    _fact_kwargs, global_kwargs = _handle_fact_kwargs(state, host, StampReplay, None, None)
+    return record.executor_digest(dict(global_kwargs))
+
+
+def plan_was_empty(state: State, host: Host) -> bool:
+    """Whether the run planned (``--dry``) or ran nothing on ``host`` but bookkeeping."""
+    operations = [
+        data.operation_meta
+        for data in state.ops.get(host, {}).values()
+        if not record.is_bookkeeping(data.operation_meta)
+    ]
+    if state.current_stage == StateStage.Prepare:
+        return state.should_check_for_changes() and not any(m.will_change for m in operations)
+    if state.current_stage == StateStage.Disconnect:
+        return all(m.is_complete() and m.did_succeed() and not m.did_change() for m in operations)
+    return False  # stopped while connecting or executing
+
+
+def commit(state: State, host: Host) -> Path | None:
+    """Write the host's stamp if its recorded run planned nothing; the stamp's path, or None."""
+    recording = record.records(host)
+    inputs = _INPUTS.get(host)
+    if recording is None or inputs is None:
+        return None
+    why = recording.unusable
+    if why is None and host in state.failed_hosts:
+        why = "the host failed"
+    if why is None and not plan_was_empty(state, host):
+        why = "the run planned or ran changes"
+    if why is not None:
+        _LOG.debug("%s: no deploy stamp: %s", host.name, why)
+        return None
+    executor = recording.executor or replay_executor(state, host)
+    stamp = store.Stamp(host.name, inputs, executor, recording.facts, recording.local_files)
+    return store.save(stamp)
+
+
+class _Committer(BaseStateCallback):
+    @staticmethod
+    def host_disconnect(state: State, host: Host) -> None:
+        try:
+            commit(state, host)
+        except OSError as exc:  # a stamp is an optimisation: the run's result stands without it
+            _LOG.warning("%s: the deploy stamp could not be written: %s", host.name, exc)

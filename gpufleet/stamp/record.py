@@ -1,0 +1,297 @@
+"""What a host's plan read: every fact's exact command, how it ran and a digest of its value.
+
+pyinfra has no hook for fact reads, so ``install()`` wraps its fact getter
+(``pyinfra.api.facts._get_fact``, pinned pyinfra 3.10) and ``Host.run_shell_command`` while a
+fact is being read; ``tests/unit/test_stamp_record.py`` fails if either stops being called.
+
+Example::
+
+    install()
+    start(host)          # from here on, the host's fact reads are recorded
+    ...                  # plan and run the deploy
+    recording = records(host)
+    recording.facts[0].command   # "dpkg-query -W ..."
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+from weakref import WeakKeyDictionary, WeakSet
+
+from pyinfra.api import facts as pyinfra_facts
+from pyinfra.api.arguments import CONNECTOR_ARGUMENT_KEYS
+from pyinfra.api.command import StringCommand
+from pyinfra.api.exceptions import MissingCommandError
+from pyinfra.api.host import Host
+from pyinfra.context import ctx_host
+
+from gpufleet.stamp.canonical import NotCanonical, digest
+
+# Fact classes a stamp may name: they are imported again when the stamp is checked.
+TRUSTED_MODULES = ("pyinfra.facts.", "gpufleet.")
+# Passwords change how a command runs, not what it prints: never digested, never stored.
+_SECRET_KEYS = {"_sudo_password", "_su_password"}
+
+
+@dataclass(frozen=True)
+class FactRead:
+    """One fact read: the fact class (``module:qualname``), the command pyinfra ran, the exit
+    codes it counts as success, and ``value`` (a digest of what pyinfra handed the plan)."""
+
+    fact: str
+    command: str
+    success_codes: tuple[int, ...]
+    value: str
+    missing_command: bool = False  # the fact's required binary was absent (default value)
+    # The fact's own arguments (plain JSON): some facts' ``process`` needs ``command`` to have
+    # run on the same object first (pyinfra's FileContents), so the replay calls both.
+    arguments: dict[str, Any] = field(default_factory=dict)
+    # ``command`` is the fact's witness (see ``witness_value``), not the fact itself.
+    witness: bool = False
+
+
+@dataclass
+class Recording:
+    """The fact reads of one host in one run; ``unusable`` says why no stamp can be made."""
+
+    facts: list[FactRead] = field(default_factory=list)
+    executor: str | None = None  # digest of the connector arguments every read ran with
+    local_files: dict[str, str | None] = field(default_factory=dict)  # control-node path -> sha256
+    unusable: str | None = None
+
+    def refuse(self, reason: str) -> None:
+        if self.unusable is None:
+            self.unusable = reason
+
+
+@dataclass
+class _Pending:
+    arguments: dict[str, Any] | None = None
+    command: str | None = None
+    connector_arguments: dict[str, Any] = field(default_factory=dict)
+    executor: str | None = None
+    success_codes: tuple[int, ...] = (0,)
+    problem: str | None = None
+    witness: str | None = None  # the witness's value, when the read was replaced by its witness
+
+
+_RECORDINGS: WeakKeyDictionary[Host, Recording] = WeakKeyDictionary()
+# Operations that run on every execution and leave the host as they found it (the deploy lock
+# taken, then released): they do not make a run one that changed something.
+_BOOKKEEPING: WeakSet[Any] = WeakSet()
+_PENDING: WeakKeyDictionary[Host, _Pending] = WeakKeyDictionary()
+_INSTALLED: list[bool] = []
+
+
+def start(host: Host) -> Recording:
+    """Record ``host``'s fact reads from now on (a fresh recording)."""
+    install()
+    _RECORDINGS[host] = recording = Recording()
+    return recording
+
+
+def records(host: Host) -> Recording | None:
+    """The recording of ``host`` in this run, or None when none was started."""
+    return _RECORDINGS.get(host)
+
+
+def local_file(path: str | Path) -> None:
+    """Note that the current host's plan read ``path`` on the control node (its content, or
+    its absence, enters the stamp)."""
+    recording = records(ctx_host.get())
+    if recording is not None:
+        recording.local_files[str(path)] = local_file_digest(str(path))
+
+
+def local_file_digest(path: str) -> str | None:
+    try:
+        return hashlib.sha256(Path(path).read_bytes()).hexdigest()
+    except OSError:
+        return None
+
+
+def bookkeeping(meta: Any) -> Any:
+    """Mark an operation (the meta pyinfra returns) as one that leaves the host as it found it:
+    it runs every time, yet a run whose other operations change nothing is still stamped.
+
+    Example: ``bookkeeping(lock.deploy_lock(name="deploy lock taken"))``
+    """
+    _BOOKKEEPING.add(meta)
+    return meta
+
+
+def is_bookkeeping(meta: Any) -> bool:
+    return meta in _BOOKKEEPING
+
+
+def executor_digest(arguments: dict[str, Any]) -> str:
+    """Digest of the connector arguments a command runs with (sudo, su, env, shell...)."""
+    kept = {
+        key: (bool(value) if key in _SECRET_KEYS else value)
+        for key, value in arguments.items()
+        if key in CONNECTOR_ARGUMENT_KEYS
+    }
+    return digest(kept)
+
+
+def fact_name(cls: type) -> str:
+    return f"{cls.__module__}:{cls.__qualname__}"
+
+
+def install() -> None:
+    """Wrap pyinfra's fact getter and command runner once per process."""
+    if _INSTALLED:
+        return
+    get_fact = pyinfra_facts._get_fact
+    run_shell_command = Host.run_shell_command
+
+    def recorded_get_fact(state: Any, host: Host, cls: type, *args: Any, **kwargs: Any) -> Any:
+        recording = _RECORDINGS.get(host)
+        if recording is None or host in _PENDING:
+            return get_fact(state, host, cls, *args, **kwargs)
+        _PENDING[host] = pending = _Pending(arguments=_plain_arguments(state, host, cls, args))
+        try:
+            value = get_fact(state, host, cls, *args, **kwargs)
+        except Exception as exc:
+            missing = isinstance(exc, MissingCommandError)
+            _note(recording, cls, pending, None, missing=missing, error=None if missing else exc)
+            raise
+        finally:
+            _PENDING.pop(host, None)
+        if getattr(cls, "stamp_witness", None) is not None and pending.arguments is not None:
+            pending = _witnessed(host, cls, pending, run_shell_command)
+        _note(recording, cls, pending, value)
+        return value
+
+    def recorded_run_shell_command(self: Host, command: Any, *args: Any, **kwargs: Any) -> Any:
+        pending = _PENDING.get(self)
+        if pending is not None and pending.command is None and pending.problem is None:
+            _capture(pending, command, kwargs)
+        return run_shell_command(self, command, *args, **kwargs)
+
+    pyinfra_facts._get_fact = recorded_get_fact
+    Host.run_shell_command = recorded_run_shell_command  # type: ignore[method-assign]
+    _INSTALLED.append(True)
+
+
+def _plain_arguments(
+    state: Any, host: Host, cls: type, args: tuple[Any, ...]
+) -> dict[str, Any] | None:
+    """The fact's own keyword arguments as plain JSON data, or None when they are not."""
+    fact_args = args[0] if args else None
+    fact_kwargs = args[1] if len(args) > 1 else None
+    try:
+        arguments, _global = pyinfra_facts._handle_fact_kwargs(
+            state, host, cls, fact_args, fact_kwargs
+        )
+        # getcallargs names the bound fact object too
+        plain = json.loads(json.dumps({k: v for k, v in arguments.items() if k != "self"}))
+    except (TypeError, ValueError):
+        return None
+    return plain if isinstance(plain, dict) else None
+
+
+def _capture(pending: _Pending, command: Any, arguments: dict[str, Any]) -> None:
+    if isinstance(command, str):
+        raw = masked = command
+    elif isinstance(command, StringCommand):
+        raw, masked = command.get_raw_value(), command.get_masked_value()
+    else:
+        pending.problem = f"a fact ran a {type(command).__name__}, not a shell command"
+        return
+    if raw != masked:
+        pending.problem = "a fact's command carries a secret (it is never stored)"
+        return
+    try:
+        pending.executor = executor_digest(arguments)
+    except NotCanonical as exc:
+        pending.problem = f"a fact ran with connector arguments of no stable form ({exc})"
+        return
+    pending.command = raw
+    pending.connector_arguments = dict(arguments)
+    pending.success_codes = tuple(arguments.get("_success_exit_codes") or (0,))
+
+
+def witness_value(ok: bool, lines: list[str]) -> str:
+    """The value a witness stands for: whether it succeeded, and its stdout lines."""
+    return digest({"ok": ok, "lines": lines})
+
+
+def _witnessed(host: Host, cls: type, pending: _Pending, run: Any) -> _Pending:
+    """Run the fact's witness now, right after the fact: a cheaper command whose stdout stays
+    the same only while the fact's value would (``EnvProblems``: every file's size and change
+    time under the environment, instead of checking each against pip's RECORD)."""
+    if pending.command is None or pending.problem is not None or pending.arguments is None:
+        return pending
+    witness = cls().stamp_witness(**pending.arguments)
+    command = witness.get_raw_value() if isinstance(witness, StringCommand) else str(witness)
+    ok, output = run(host, StringCommand(command), **pending.connector_arguments)
+    return _Pending(
+        arguments={},
+        command=command,
+        connector_arguments=pending.connector_arguments,
+        executor=pending.executor,
+        success_codes=pending.success_codes,
+        problem=pending.problem,
+        witness=witness_value(bool(ok), list(output.stdout_lines)),
+    )
+
+
+def _note(
+    recording: Recording,
+    cls: type,
+    pending: _Pending,
+    value: Any,
+    *,
+    missing: bool = False,
+    error: Exception | None = None,
+) -> None:
+    name = fact_name(cls)
+    if error is not None:
+        recording.refuse(f"fact {cls.__name__} raised {type(error).__name__}")
+    elif pending.problem is not None:
+        recording.refuse(pending.problem)
+    elif pending.command is None:
+        recording.refuse(f"fact {cls.__name__} ran no command (a connector fact)")
+    elif pending.arguments is None:
+        recording.refuse(f"fact {cls.__name__}'s arguments are not plain data")
+    elif not name.startswith(TRUSTED_MODULES):
+        recording.refuse(f"fact {name} is neither pyinfra's nor gpufleet's")
+    elif getattr(cls, "check_preconditions", None) is not _BASE_PRECONDITIONS:
+        recording.refuse(f"fact {cls.__name__} has preconditions of its own")
+    elif recording.executor not in (None, pending.executor):
+        recording.refuse(f"fact {cls.__name__} ran with other connector arguments (sudo, env...)")
+    else:
+        try:
+            value_digest = pending.witness or digest(value)
+        except NotCanonical as exc:
+            recording.refuse(f"fact {cls.__name__}'s value has no stable form ({exc})")
+            return
+        read = FactRead(
+            name, pending.command, pending.success_codes, value_digest, missing,
+            pending.arguments, witness=pending.witness is not None,
+        )  # fmt: skip
+        recording.executor = pending.executor
+        _add(recording, read)
+
+
+def _add(recording: Recording, read: FactRead) -> None:
+    """Keep one read per command: in a run that changed nothing, a command read twice must
+    print the same both times (else its value is not stable enough to stamp)."""
+    for known in recording.facts:
+        if (known.fact, known.command, known.arguments) == (
+            read.fact,
+            read.command,
+            read.arguments,
+        ):
+            if known != read:
+                recording.refuse(f"fact {read.fact} read two different values in one run")
+            return
+    recording.facts.append(read)
+
+
+_BASE_PRECONDITIONS = pyinfra_facts.FactBase.check_preconditions

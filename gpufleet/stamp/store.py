@@ -1,0 +1,100 @@
+"""Stamps on the control node: one JSON file per host, in a folder only its owner can read.
+
+The folder is ``$GPUFLEET_STAMP_DIR``, else ``$XDG_STATE_HOME/gpufleet/deploy-stamps``, else
+``~/.local/state/gpufleet/deploy-stamps``. A stamp holds digests and fact commands, never a
+secret (commands that carry one are never stamped); a file that is unreadable, of another
+format or not its owner's alone is ignored, so the host is planned in full.
+
+Example::
+
+    save(Stamp(host="gpu-a", inputs="9f2c...", executor="77ab...", facts=[...]))
+    load("gpu-a")   # the same Stamp, or None
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import stat
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+from gpufleet.stamp.record import FactRead
+
+FORMAT = 1
+
+
+@dataclass(frozen=True)
+class Stamp:
+    """What one empty plan of ``host`` read: the inputs' digest, the connector arguments' digest,
+    the facts in the order read, and local files (path -> sha256, None when absent)."""
+
+    host: str
+    inputs: str
+    executor: str
+    facts: list[FactRead]
+    local_files: dict[str, str | None] = field(default_factory=dict)
+
+
+def stamp_dir() -> Path:
+    explicit = os.environ.get("GPUFLEET_STAMP_DIR")
+    if explicit:
+        return Path(explicit)
+    state_home = os.environ.get("XDG_STATE_HOME") or str(Path.home() / ".local" / "state")
+    return Path(state_home) / "gpufleet" / "deploy-stamps"
+
+
+def stamp_path(host: str) -> Path:
+    """One file per inventory name; the name is hashed, so any name makes a safe file name."""
+    return stamp_dir() / f"{hashlib.sha256(host.encode()).hexdigest()[:32]}.json"
+
+
+def save(stamp: Stamp) -> Path:
+    """Write ``stamp`` atomically, mode 600 in a mode 700 folder."""
+    folder = stamp_dir()
+    folder.mkdir(mode=0o700, parents=True, exist_ok=True)
+    os.chmod(folder, 0o700)
+    path = stamp_path(stamp.host)
+    temporary = path.with_suffix(f".{os.getpid()}.tmp")
+    document = {"format": FORMAT, **asdict(stamp)}
+    handle = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600)
+    with os.fdopen(handle, "w") as out:
+        json.dump(document, out, sort_keys=True)
+    os.replace(temporary, path)
+    return path
+
+
+def load(host: str) -> Stamp | None:
+    """The stamp of ``host``, or None (none yet, unreadable, or not safe to trust)."""
+    path = stamp_path(host)
+    try:
+        info = path.lstat()
+        if not stat.S_ISREG(info.st_mode) or info.st_mode & 0o077 or info.st_uid != os.getuid():
+            return None
+        document = json.loads(path.read_text())
+        if document.get("format") != FORMAT or document.get("host") != host:
+            return None
+        facts = [
+            FactRead(
+                fact=str(read["fact"]),
+                command=str(read["command"]),
+                success_codes=tuple(int(code) for code in read["success_codes"]),
+                value=str(read["value"]),
+                missing_command=bool(read["missing_command"]),
+                arguments=dict(read["arguments"]),
+                witness=bool(read["witness"]),
+            )
+            for read in document["facts"]
+        ]
+        local_files = {
+            str(k): (None if v is None else str(v)) for k, v in document["local_files"].items()
+        }
+        return Stamp(host, str(document["inputs"]), str(document["executor"]), facts, local_files)
+    except (OSError, ValueError, KeyError, TypeError, AttributeError):
+        return None
+
+
+def forget(host: str) -> None:
+    """Remove the stamp of ``host`` (a run that planned changes there)."""
+    stamp_path(host).unlink(missing_ok=True)
