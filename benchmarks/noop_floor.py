@@ -5,16 +5,19 @@
 On provisioned sandbox hosts (bring them up and deploy first, e.g. with
 `benchmarks/sandbox_deploy.py --deploy-hosts 3 --keep-up`), for each host count (``--limit`` to
 the first N hosts): the median wall time of ``pyinfra -y inventories/sandbox.py
-deploy/gpu_node.py`` (which changes nothing) and of the same command with
-benchmarks/empty_deploy.py (no operations: SSH connections, inventory, pyinfra's own start),
-and their ratio (issue 18's target: within 1.5x on 3 hosts). ``--profile`` adds the facts per
-stage of one no-op run (benchmarks/fact_profile.py). Prints numbers; asserts nothing.
+deploy/gpu_node.py`` (which changes nothing), once with no deploy stamp (every host planned
+in full) and once as it runs again (each host's stamp read in one round trip), and of the same
+command with benchmarks/empty_deploy.py (no operations: SSH connections, inventory, pyinfra's
+own start), and the stamped run's ratio to it (issue 18's target: within 1.5x on 3 hosts).
+``--profile`` adds the facts per stage of one no-op run (benchmarks/fact_profile.py). Prints
+numbers; asserts nothing.
 """
 
 from __future__ import annotations
 
 import argparse
 import os
+import shutil
 import statistics
 import subprocess
 import sys
@@ -23,6 +26,8 @@ import time
 from pathlib import Path
 
 import fact_profile  # benchmarks/fact_profile.py, beside this script
+
+from gpufleet.stamp import store
 
 REPO = Path(__file__).resolve().parents[1]
 PYINFRA = str(Path(sys.executable).with_name("pyinfra"))
@@ -44,6 +49,12 @@ def wall(args: list[str]) -> float:
     return time.monotonic() - started
 
 
+def planned_in_full(args: list[str]) -> float:
+    """A no-op run with no deploy stamp to use (the folder emptied first, not timed)."""
+    shutil.rmtree(store.stamp_dir(), ignore_errors=True)
+    return wall(args)
+
+
 def limits(hosts: int) -> list[str]:
     return [arg for n in range(1, hosts + 1) for arg in ("--limit", f"gfsb-h{n}")]
 
@@ -54,12 +65,21 @@ def main() -> int:
     parser.add_argument("--repeat", type=int, default=3, help="runs per figure (median)")
     parser.add_argument("--profile", action="store_true", help="facts per stage of one no-op run")
     args = parser.parse_args()
-    print(f"{'hosts':>5}  {'no-op s':>8}  {'floor s':>8}  ratio", flush=True)
+    print(
+        f"{'hosts':>5}  {'planned s':>9}  {'no-op s':>8}  {'floor s':>8}  ratio  "
+        "(planned: the deploy stamps removed, every host planned in full)",
+        flush=True,
+    )
     for hosts in [int(n) for n in args.hosts.split(",") if n]:
         common = ["-y", "--parallel", str(hosts), *limits(hosts), INVENTORY]
+        planned = statistics.median(planned_in_full([*common, DEPLOY]) for _ in range(args.repeat))
+        wall([*common, DEPLOY])  # leaves each host's stamp, as any run that changes nothing
         noop = statistics.median(wall([*common, DEPLOY]) for _ in range(args.repeat))
         floor = statistics.median(wall([*common, FLOOR]) for _ in range(args.repeat))
-        print(f"{hosts:5d}  {noop:8.2f}  {floor:8.2f}  {noop / floor:5.2f}x", flush=True)
+        print(
+            f"{hosts:5d}  {planned:9.2f}  {noop:8.2f}  {floor:8.2f}  {noop / floor:5.2f}x",
+            flush=True,
+        )
         if args.profile:
             handle, name = tempfile.mkstemp(prefix="gpufleet-facts-", suffix=".json")
             os.close(handle)

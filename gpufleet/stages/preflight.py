@@ -32,10 +32,7 @@ def preflight(plan: NodePlan | None = None) -> bool:
     plan = plan or node_plan()
     found = refusals(plan)
     if not found:
-        # plain(): the plan quotes the host's os-release, which must not reach the terminal raw.
-        logger.info(f"{host.print_prefix}gpufleet plan: {plain(describe(plan))}")
-        for warning in plan.require_resolution().warnings:
-            logger.warning(f"{host.print_prefix}gpufleet: {plain(warning)}")
+        announce(plan)
         return True
     for reason in found:
         logger.error(f"{host.print_prefix}gpufleet preflight refused this host: {plain(reason)}")
@@ -44,6 +41,15 @@ def preflight(plan: NodePlan | None = None) -> bool:
     # (the Host object itself, not pyinfra's context proxy, which later points at other hosts).
     state.fail_hosts({ctx_host.get()})
     return False
+
+
+def announce(plan: NodePlan, unchanged: str = "") -> None:
+    """Log the host's plan line and the resolution's warnings (``unchanged``: why nothing
+    else is planned, for a host whose deploy stamp held)."""
+    # plain(): the plan quotes the host's os-release, which must not reach the terminal raw.
+    logger.info(f"{host.print_prefix}gpufleet plan: {plain(describe(plan))}{unchanged}")
+    for warning in plan.require_resolution().warnings:
+        logger.warning(f"{host.print_prefix}gpufleet: {plain(warning)}")
 
 
 def describe(plan: NodePlan) -> str:

@@ -9,6 +9,8 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
+from pyinfra.api.hiddenvalue import HiddenValue
+
 
 class NotCanonical(ValueError):
     """A value with no stable form (an object whose repr names its address, a function)."""
@@ -23,6 +25,8 @@ def canonical(value: Any) -> Any:
         return value
     if isinstance(value, (datetime.datetime, datetime.date)):
         return {"time": value.isoformat()}  # pyinfra's file facts carry modification times
+    if isinstance(value, HiddenValue):  # a secret in the inventory: only its digest
+        return {"hidden": hashlib.sha256(str(value.unmask()).encode()).hexdigest()}
     if isinstance(value, bytes):
         return {"bytes": hashlib.sha256(value).hexdigest()}
     if dataclasses.is_dataclass(value) and not isinstance(value, type):

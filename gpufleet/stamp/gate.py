@@ -20,6 +20,7 @@ from pyinfra.api.state import BaseStateCallback, State, StateStage
 from pyinfra.context import ctx_host, ctx_state
 
 from gpufleet.stages.node import node_plan
+from gpufleet.stages.preflight import announce
 from gpufleet.stages.validation_payload import payload_sources
 from gpufleet.stamp import record, store
 from gpufleet.stamp.ahead import replies_for
@@ -28,6 +29,8 @@ from gpufleet.stamp.inputs import inputs_digest
 from gpufleet.stamp.replay import StampReplay, differences
 
 _LOG = logging.getLogger("gpufleet.stamp")
+# The replay is one `sh -c` argument: Linux caps one argument at 128 KiB (MAX_ARG_STRLEN).
+MAX_REPLAY_CHARS = 100_000
 _INPUTS: WeakKeyDictionary[Host, str] = WeakKeyDictionary()
 _WATCHED: WeakSet[State] = WeakSet()
 
@@ -60,6 +63,7 @@ def stamp_holds(plan: Any, deploy_file: str) -> bool:
         record.start(host)
         return False
     host.noop("nothing to plan: every fact and input reads as in the last run that changed nothing")
+    announce(plan, unchanged="; unchanged (deploy stamp)")
     return True
 
 
@@ -113,6 +117,9 @@ def commit(state: State, host: Host) -> Path | None:
         why = "the run planned or ran changes"
     if why is not None:
         _LOG.debug("%s: no deploy stamp: %s", host.name, why)
+        return None
+    if sum(len(read.command) for read in recording.facts) > MAX_REPLAY_CHARS:
+        _LOG.debug("%s: no deploy stamp: its replay would be too long", host.name)
         return None
     executor = recording.executor or replay_executor(state, host)
     stamp = store.Stamp(host.name, inputs, executor, recording.facts, recording.local_files)

@@ -17,6 +17,7 @@ import hashlib
 import json
 import os
 import stat
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
@@ -69,8 +70,7 @@ def load(host: str) -> Stamp | None:
     """The stamp of ``host``, or None (none yet, unreadable, or not safe to trust)."""
     path = stamp_path(host)
     try:
-        info = path.lstat()
-        if not stat.S_ISREG(info.st_mode) or info.st_mode & 0o077 or info.st_uid != os.getuid():
+        if not (_private(path.parent, stat.S_ISDIR) and _private(path, stat.S_ISREG)):
             return None
         document = json.loads(path.read_text())
         if document.get("format") != FORMAT or document.get("host") != host:
@@ -93,6 +93,13 @@ def load(host: str) -> Stamp | None:
         return Stamp(host, str(document["inputs"]), str(document["executor"]), facts, local_files)
     except (OSError, ValueError, KeyError, TypeError, AttributeError):
         return None
+
+
+def _private(path: Path, kind: Callable[[int], bool]) -> bool:
+    """``path`` is of that kind (not a link), its owner is this user and no one else has any
+    access: a stamp names commands that run on a host, so no one else may write one."""
+    info = path.lstat()
+    return kind(info.st_mode) and not info.st_mode & 0o077 and info.st_uid == os.getuid()
 
 
 def forget(host: str) -> None:

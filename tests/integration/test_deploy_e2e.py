@@ -2,7 +2,8 @@
 
 Three hosts are provisioned in parallel while a fourth, declared a GPU server although it has
 no GPU, is refused by preflight. Then the hosts are inspected with testinfra over SSH, a second
-run must change nothing, `gpufleet validate` must pass on them (issue 5), the periodic units
+run must change nothing and the one after it plan nothing (deploy stamps, issue 18),
+`gpufleet validate` must pass on them (issue 5), the periodic units
 must verify and publish results and metrics, `gpufleet drift` must name tampering host by host
 and clear after a re-provision (issue 6), and a branch change with `reboot: always` must
 reboot the host and carry on. The tests run in file order and share the hosts.
@@ -11,14 +12,9 @@ reboot the host and carry on. The tests run in file order and share the hosts.
 from __future__ import annotations
 
 import json
-import os
 import re
-import subprocess
-import sys
-import time
 import xml.etree.ElementTree as ET
 from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -28,86 +24,28 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from gpufleet.matrix.dcgm import dcgm_packages
 from gpufleet.report.schema import validate_results
-from gpufleet.sandbox.inventory import REFUSE_ENV, group_data
+from gpufleet.sandbox.inventory import group_data
 from gpufleet.sandbox.state import STATE_DIR
 from gpufleet.spec import NodeSpec
 from gpufleet.stages import monitoring
-from gpufleet.stages.host_probe import DRIVER_MARKER
 from gpufleet.validate import baseline
-from tests.integration.conftest import BOOT_ID, REPO, Sandbox, gpufleet, running_sandbox
+from tests.integration.conftest import BOOT_ID, Sandbox, gpufleet, running_sandbox
+from tests.integration.deploy_helpers import (
+    GOOD,
+    KEYRING,
+    NOUVEAU_BLACKLIST,
+    REFUSED,
+    SOURCES,
+    UNATTENDED_UPGRADES,
+    Run,
+    drift_args,
+    driver_branch_problems,
+    pyinfra,
+    validate,
+)
 from validation.tiers import QUICK_WORKLOADS
 
 pytestmark = pytest.mark.integration
-
-GOOD = ("gfsb-h1", "gfsb-h2", "gfsb-h3")
-REFUSED = "gfsb-h4"
-INVENTORY = "inventories/sandbox.py"
-DEPLOY = "deploy/gpu_node.py"
-DEPLOY_TIMEOUT_S = 1800
-# Paths the deploy manages (gpufleet/stages/*): checked here as a user would check a server.
-KEYRING = "/usr/share/keyrings/gpufleet-nvidia-cuda.gpg"
-SOURCES = "/etc/apt/sources.list.d/gpufleet-nvidia-cuda.sources"
-NOUVEAU_BLACKLIST = "/etc/modprobe.d/gpufleet-blacklist-nouveau.conf"
-UNATTENDED_UPGRADES = "/etc/apt/apt.conf.d/51gpufleet-unattended-upgrades"
-
-
-@dataclass
-class Run:
-    """One `pyinfra ... --json` run: exit status, parsed JSON, stderr (the log), wall time."""
-
-    returncode: int
-    report: dict[str, Any]
-    log: str
-    wall_s: float
-
-    def ops_touching(self, host: str) -> list[str]:
-        """Names of operations that changed (or, in a dry run, would change) `host`."""
-        names = []
-        if self.report.get("results"):
-            for op in self.report["results"]["operations"]:
-                if host in op["success"]:
-                    names.append(op["name"])
-        else:
-            for op in self.report["plan"]:
-                if host in op["hosts_with_change"] + op["hosts_with_conditional_change"]:
-                    names.append(op["name"])
-        return names
-
-    def errors(self) -> dict[str, list[str]]:
-        """Operation name -> hosts it failed on (real runs only)."""
-        ops = (self.report.get("results") or {}).get("operations", [])
-        return {op["name"]: op["error"] for op in ops if op["error"]}
-
-    def hosts_in_results(self) -> set[str]:
-        ops = (self.report.get("results") or {}).get("operations", [])
-        return {h for op in ops for h in op["success"] + op["no_change"] + op["error"]}
-
-
-def pyinfra(*args: str, refuse: str = REFUSED) -> Run:
-    """Run the real pyinfra CLI with JSON output against the sandbox inventory."""
-    env = dict(os.environ, **{REFUSE_ENV: refuse})
-    # `-y` also turns pyinfra's change detection off (State(check_for_changes=not yes)), and a
-    # dry run without it reports no change at all: dry runs go without `-y`.
-    confirm = [] if "--dry" in args else ["-y"]
-    command = [str(Path(sys.executable).with_name("pyinfra")), *confirm, "--json", *args]
-    started = time.monotonic()
-    proc = subprocess.run(
-        [*command, INVENTORY, DEPLOY],
-        cwd=REPO,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=DEPLOY_TIMEOUT_S,
-    )
-    wall = time.monotonic() - started
-    try:
-        report = json.loads(proc.stdout)
-    except json.JSONDecodeError:
-        raise AssertionError(
-            f"pyinfra {' '.join(args)} printed no JSON (exit {proc.returncode}):\n"
-            f"{proc.stdout[-3000:]}\n{proc.stderr[-6000:]}"
-        ) from None
-    return Run(proc.returncode, report, proc.stderr, wall)
 
 
 @pytest.fixture(scope="module")
@@ -127,30 +65,6 @@ def first_run(sandbox: Sandbox) -> Run:
 def results_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The control node's results directory, shared by the validation and drift tests."""
     return tmp_path_factory.mktemp("results")
-
-
-def validate(results: Path, tier: str) -> subprocess.CompletedProcess[str]:
-    """`gpufleet validate` on the good hosts (the refused one was never provisioned)."""
-    limits = [arg for name in GOOD for arg in ("--limit", name)]
-    started = time.monotonic()
-    proc = gpufleet(
-        "validate",
-        INVENTORY,
-        "--tier",
-        tier,
-        "--results-dir",
-        str(results),
-        *limits,
-        check=False,
-        timeout=1800,
-    )
-    print(f"\nvalidate --tier {tier}, {len(GOOD)} hosts: {time.monotonic() - started:.1f} s")
-    return proc
-
-
-def drift_args(results: Path) -> list[str]:
-    limits = [arg for name in GOOD for arg in ("--limit", name)]
-    return ["drift", INVENTORY, "--json", "--results-dir", str(results), *limits]
 
 
 @pytest.fixture(scope="module")
@@ -280,6 +194,20 @@ def test_second_run_changes_nothing(first_run: Run) -> None:
     assert changing == {}
 
 
+def test_the_run_after_one_that_changed_nothing_plans_nothing(first_run: Run) -> None:
+    """Issue 18: the --dry run above changed nothing and left each host a deploy stamp; this
+    one reads each host's stamped facts again with its probe, in one round trip, and plans no
+    operation there. The refused host is refused again (a failed host is never stamped)."""
+    run = pyinfra("--dry", "--parallel", "4")
+    print(f"\nstamped --dry --json, 3 hosts + 1 refused: {run.wall_s:.1f} s")
+    for name in GOOD:
+        assert re.search(rf"\[{name}\]\s+noop: nothing to plan", run.log), run.log[-4000:]
+        assert re.search(rf"\[{name}\]\s+gpufleet plan: .*unchanged \(deploy stamp\)", run.log)
+        assert run.ops_touching(name) == []
+    assert re.search(rf"\[{REFUSED}\]\s+gpufleet preflight refused this host", run.log)
+    assert not re.search(rf"\[{REFUSED}\]\s+noop: nothing to plan", run.log)
+
+
 def test_quick_validation_passes_on_the_provisioned_hosts(
     first_run: Run, results_dir: Path
 ) -> None:
@@ -395,43 +323,6 @@ def test_tampering_shows_up_host_by_host(first_run: Run, sandbox: Sandbox, spec:
     # Each tampering shows on its own host only.
     assert not any("unattended" in op for op in touched["gfsb-h1"] + touched["gfsb-h3"])
     assert not any(op in holds for op in touched["gfsb-h2"] + touched["gfsb-h3"])
-
-
-def driver_branch_problems(node: Any, sandbox: Sandbox, branch: int, other: int) -> list[str]:
-    """How the host differs from running `branch` as the deploy resolves it, with nothing of
-    `other` left (empty when it matches)."""
-
-    def resolved(on: int) -> Any:
-        data = {**group_data(sandbox.state), "driver_branch": on}
-        return NodeSpec.from_host_data(data).resolve(
-            os_id="ubuntu", os_version="22.04", arch="x86_64", gpu_device_ids=()
-        )
-
-    wanted, unwanted = resolved(branch), resolved(other)
-    problems = []
-    recorded = node.file(DRIVER_MARKER).content_string.strip()
-    if recorded != str(branch):
-        problems.append(f"{DRIVER_MARKER} says {recorded!r}, not {branch}")
-    for package in wanted.driver_packages:
-        version = node.package(package).version if node.package(package).is_installed else None
-        if not (version or "").startswith(wanted.driver_version):
-            problems.append(f"{package} is {version}, not {wanted.driver_version}")
-    for package in set(unwanted.driver_packages) - set(wanted.driver_packages):
-        if node.package(package).is_installed:
-            problems.append(f"{package} of branch {other} remains")
-    listing = node.run(
-        "dpkg-query -W -f '${Package} ${db:Status-Status}\\n' 'nvidia-driver-pinning-*'"
-    )
-    pinning = {
-        line.split()[0] for line in listing.stdout.splitlines() if line.endswith(" installed")
-    }
-    # A pinning package of another branch would pull the host back to that branch.
-    expected = {wanted.pinning_package} if wanted.pinning_package else set()
-    if pinning != expected:
-        problems.append(
-            f"branch {branch}: pinning packages {sorted(pinning)}, not {sorted(expected)}"
-        )
-    return problems
 
 
 def test_branch_change_with_reboot_always(first_run: Run, sandbox: Sandbox) -> None:

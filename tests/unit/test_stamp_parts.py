@@ -144,10 +144,23 @@ def test_a_stamp_file_must_be_its_owners_alone_and_name_its_host(
     os.chmod(path, 0o600)
     path.write_text(path.read_text().replace('"gpu-a"', '"gpu-b"'))
     assert store.load("gpu-a") is None
+    assert store.load("gpu-a") is None
+    store.save(stamp)
+    os.chmod(path.parent, 0o770)  # a folder others may write to: its stamps are not trusted
+    assert store.load("gpu-a") is None
+    os.chmod(path.parent, 0o700)
+    assert store.load("gpu-a") == stamp
     path.unlink()
     (tmp_path / "elsewhere.json").write_text("{}")
     path.symlink_to(tmp_path / "elsewhere.json")
     assert store.load("gpu-a") is None
+
+
+def test_an_inventory_secret_enters_a_digest_only_as_its_own_digest() -> None:
+    from pyinfra.api.hiddenvalue import HiddenValue
+
+    assert digest({"p": HiddenValue("s3cret")}) == digest({"p": HiddenValue("s3cret")})
+    assert digest({"p": HiddenValue("s3cret")}) != digest({"p": HiddenValue("other")})
 
 
 def test_the_environment_witness_sees_a_truncated_file_but_not_compiled_files(
