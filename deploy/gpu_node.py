@@ -5,7 +5,8 @@
 
 The stages live in gpufleet.stages; this file only wires them in order. A host that fails
 preflight is left untouched and reported failed; the other hosts carry on. The reboot (and its
-wait) comes last, so a host that does not come back holds the others only at that operation.
+wait) comes last but for XLA's warm-up, which needs the driver it boots: a host that does not
+come back holds the others only at that operation.
 """
 
 from gpufleet.stages.cluster_tools import cluster_tools
@@ -22,6 +23,7 @@ from gpufleet.stages.python_env import python_env
 from gpufleet.stages.run_guard import run_end, run_start
 from gpufleet.stages.scheduler import scheduler_integration
 from gpufleet.stages.validation_payload import validation_payload
+from gpufleet.stages.xla_warm_up import xla_warm_up
 from gpufleet.stamp.gate import stamp_holds
 
 plan = node_plan()  # validates the inventory (stops the whole run on a bad value)
@@ -43,3 +45,4 @@ if not stamp_holds(plan, deploy_file=__file__):
         periodic_checks(plan=plan)  # a no-op with periodic_checks: False
         scheduler_integration(plan=plan)  # a no-op unless scheduler: slurm
         run_end(plan=plan)  # lock released, then the reboot the driver needs (reboot policy)
+        xla_warm_up(plan=plan)  # every XLA step of both tiers compiled once; no-op without GPUs

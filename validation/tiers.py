@@ -33,3 +33,9 @@ PROCESSES = {"quick": 1, "full": 1}
 # The quick tier's workloads share one process (validation.workloads.bundle); its limit is
 # the sum of theirs.
 BUNDLED = {"quick": QUICK_WORKLOADS}
+# The workloads whose steps XLA compiles on a GPU, per tier (jit_compile=True): what the
+# warm-up of XLA's persistent cache runs (validation.workloads.warm), each in the process
+# layout its tier gives it. Quick: ResNet-50 AMP. Full: ResNet-50 and BERT-Large (TF32 and
+# AMP), mirrored's XLA variant, the xla workload (its MLP and both ResNet-50 arms' XLA side).
+# Without a GPU only the xla workload compiles.
+XLA_COMPILED = {"quick": ("resnet50",), "full": ("resnet50", "bert_large", "mirrored", "xla")}

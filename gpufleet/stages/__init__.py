@@ -26,8 +26,12 @@ python_env             conda (Miniforge, sha256-checked) or venv (system Python 
                        pip install under constraints; activation + gpufleet-python;
                        import self-check
 validation_payload     the validation suite at ``<payload_dir>/<version>`` + ``current``
-run_end                the deploy lock released, then the reboot per ``reboot``: last, so a
-                       host that does not come back holds the others only at that wait
+run_end                the deploy lock released, then the reboot per ``reboot``: last but for
+                       the warm-up, so a host that does not come back holds the others only
+                       at that wait
+xla_warm_up            every XLA-compiled step of the quick and full tiers compiled once into
+                       root's XLA cache (the installed driver running by now), marked per
+                       TensorFlow, payload and GPUs; a no-op without GPUs
 =====================  ===============================================================
 
 Reboot policy (``reboot``): ``auto`` reboots only when nouveau is loaded or the loaded NVIDIA

@@ -33,9 +33,10 @@ def run_start(plan: NodePlan | None = None):
 @deploy("gpufleet run_end")
 def run_end(plan: NodePlan | None = None):
     """
-    Release the deploy lock, then reboot per the reboot policy. Last in the run: pyinfra runs
-    an operation on every host before the next one, so a host that does not come back costs
-    the others only this wait.
+    Release the deploy lock, then reboot per the reboot policy. Last in the run but for XLA's
+    warm-up (gpufleet.stages.xla_warm_up, which needs the driver this boots): pyinfra runs an
+    operation on every host before the next one, so a host that does not come back costs the
+    others only this wait.
 
     .. code:: python
 

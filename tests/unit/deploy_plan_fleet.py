@@ -9,7 +9,15 @@ import subprocess
 import sys
 from pathlib import Path
 
-from tests.unit.fake_fleet import H100, NVSWITCH_H100, V100, FakeGpuHost, root, write_inventory
+from tests.unit.fake_fleet import (
+    H100,
+    NO_MARKER,
+    NVSWITCH_H100,
+    V100,
+    FakeGpuHost,
+    root,
+    write_inventory,
+)
 
 ROOT = root()
 PYINFRA = str(Path(sys.executable).with_name("pyinfra"))
@@ -109,6 +117,14 @@ SCENARIOS = {
     "dcgm-off": FakeGpuHost(inventory={"dcgm": "off"}),
     "done-cpu-dcgm-on": FakeGpuHost(
         provisioned=True, gpus=(), inventory={"gpu_less": True, "dcgm": "on"}
+    ),
+    # Provisioned, but XLA's warm-up never completed (a GPU was busy, a reboot was pending).
+    "done-a100-cold-xla": FakeGpuHost(provisioned=True, xla_marker=NO_MARKER),
+    # Warmed for an older TensorFlow: the marker no longer matches.
+    "done-a100-old-xla": FakeGpuHost(
+        provisioned=True,
+        xla_marker="gpufleet XLA warm-up: tensorflow[and-cuda]==2.20.0; payload sha256 0; "
+        "GPUs 8x 20b2",
     ),
 }
 

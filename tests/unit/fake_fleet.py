@@ -17,6 +17,7 @@ from gpufleet import __version__, matrix
 from gpufleet.matrix import locks
 from gpufleet.matrix.dcgm import DCGM_SERVICE, dcgm_packages, dcgm_unsupported_reason
 from gpufleet.operations.kernel import blacklist_text
+from gpufleet.operations.xla_cache import marker_text
 from gpufleet.spec import NodeSpec, SpecError
 from gpufleet.stages import driver as driver_stage
 from gpufleet.stages import monitoring
@@ -28,6 +29,7 @@ from gpufleet.stages.host_probe import DRIVER_MARKER
 from gpufleet.stages.node import disk_paths
 from gpufleet.stages.validation_payload import payload_archive, payload_paths
 from gpufleet.templates import render
+from validation import xla_cache
 
 PROBE = "##gpufleet-probe:"
 A100 = "20b2"  # NVIDIA A100-SXM4-80GB
@@ -36,6 +38,7 @@ V100 = "1db4"  # Tesla V100-PCIE-16GB
 NVSWITCH_A100 = "1af1"
 NVSWITCH_H100 = "22a3"
 MODULE_STATE = "echo loaded=$(cat /sys/module/nvidia/version"
+NO_MARKER = "-"  # FakeGpuHost.xla_marker: the warm-up never completed (no marker file)
 
 OS_RELEASE = {
     ("ubuntu", "20.04"): "Ubuntu 20.04.6 LTS",
@@ -71,6 +74,9 @@ class FakeGpuHost:
     provisioned: bool = False
     unheld: tuple[str, ...] = ()  # packages a completed run held, released since
     repo_signer: str = ""  # RepositorySigner's answer, e.g. "other FPR" (default: the pinned key)
+    # What a provisioned GPU host's XLA warm-up marker holds (default: this run's marker;
+    # NO_MARKER: none, another text: an older TensorFlow's or payload's).
+    xla_marker: str | None = None
     inventory: dict[str, Any] = field(default_factory=dict)
 
     def spec(self) -> NodeSpec:
@@ -294,12 +300,21 @@ def _managed_files(
             "644",
         ),
     }
+    if fake.gpus and not spec.gpu_less and fake.xla_marker != NO_MARKER:
+        marker = fake.xla_marker or warm_marker(spec, resolution, fake.gpus)
+        managed[f"{xla_cache.ROOT_DIRECTORY}/{xla_cache.MARKER}"] = (f"{marker}\n", "644")
     if resolution.pinning_package is None:
         managed[driver_stage.PREFERENCES] = (
             render("nvidia-driver.pref.j2", branch=resolution.driver_branch),
             "644",
         )
     return managed
+
+
+def warm_marker(spec: NodeSpec, resolution: matrix.Resolution, gpus: tuple[str, ...]) -> str:
+    """The marker the XLA warm-up stage expects on a host with these GPUs, in this run."""
+    payload = hashlib.sha256(payload_archive()).hexdigest()
+    return marker_text(f"{spec.tensorflow_package}=={resolution.tf_version}", payload, gpus)
 
 
 def _periodic_files(spec: NodeSpec, host_name: str) -> dict[str, tuple[str, str]]:

@@ -8,7 +8,7 @@ from pathlib import Path
 from gpufleet.spec import NodeSpec
 from gpufleet.stages import monitoring
 from gpufleet.templates import render
-from validation.xla_cache import cache_directory
+from validation.xla_cache import ROOT_DIRECTORY, cache_directory
 
 PRINT = (
     'for v in CUDA_DEVICE_ORDER CUDA_CACHE_PATH CUDA_CACHE_MAXSIZE; do printenv "$v" || echo -; '
@@ -17,12 +17,17 @@ PRINT = (
 XLA_FLAG = "--tf_xla_persistent_cache_directory="
 
 
-def _source(tmp_path: Path, env: dict[str, str], show: str = PRINT) -> list[str]:
+def _source(tmp_path: Path, env: dict[str, str], show: str = PRINT, uid: int = 1000) -> list[str]:
+    """What ``show`` prints after sourcing env.sh as user ``uid`` (a stand-in ``id``)."""
     env_file = tmp_path / "env.sh"
     env_file.write_text(render("gpufleet-env.sh.j2", env_dir=str(tmp_path / "no-env")))
+    tools = tmp_path / "bin"
+    tools.mkdir(exist_ok=True)
+    (tools / "id").write_text(f'#!/bin/sh\n[ "$1" = -u ] && echo {uid}\n')
+    (tools / "id").chmod(0o755)
     done = subprocess.run(
         ["sh", "-e", "-c", f'. "{env_file}"; {show}'],
-        env={"PATH": "/usr/bin:/bin", **env},
+        env={"PATH": f"{tools}:/usr/bin:/bin", **env},
         capture_output=True,
         text=True,
         check=True,
@@ -76,8 +81,8 @@ def test_the_periodic_unit_gives_root_a_cache_folder_env_sh_does_not_override(
     ]
 
 
-def _tf_xla_flags(tmp_path: Path, env: dict[str, str]) -> str:
-    return _source(tmp_path, env, "printenv TF_XLA_FLAGS || echo -")[0]
+def _tf_xla_flags(tmp_path: Path, env: dict[str, str], uid: int = 1000) -> str:
+    return _source(tmp_path, env, "printenv TF_XLA_FLAGS || echo -", uid)[0]
 
 
 def test_env_sh_points_xla_at_a_per_user_compilation_cache(tmp_path: Path) -> None:
@@ -110,4 +115,18 @@ def test_the_periodic_unit_gives_xla_a_root_owned_cache_env_sh_keeps(tmp_path: P
     environment = _environment(service)
     flags = environment["TF_XLA_FLAGS"]
     assert flags == f"{XLA_FLAG}/var/cache/gpufleet/xla-compile-cache"
-    assert _tf_xla_flags(tmp_path, {"HOME": "/root", **environment}) == flags
+    assert _tf_xla_flags(tmp_path, {"HOME": "/root", **environment}, uid=0) == flags
+
+
+def test_root_shares_the_periodic_units_folder_which_the_deploy_warms(tmp_path: Path) -> None:
+    """Root's interactive runs (``gpufleet validate`` over SSH) and the periodic unit use one
+    root-owned folder, the one the deploy's warm-up fills; other users keep their own."""
+    assert f"/var/cache/{monitoring.XLA_CACHE_DIR}" == ROOT_DIRECTORY
+    root = _tf_xla_flags(tmp_path, {"HOME": "/root"}, uid=0)
+    assert root == f"{XLA_FLAG}{ROOT_DIRECTORY}"
+    assert _tf_xla_flags(tmp_path, {}, uid=0) == root  # whatever HOME says
+    mine = _tf_xla_flags(tmp_path, {"HOME": "/root", "TF_XLA_FLAGS": "--tf_xla_auto_jit=2"}, 0)
+    assert mine == f"{root} --tf_xla_auto_jit=2"
+    assert _tf_xla_flags(tmp_path, {"HOME": "/home/ana"}, uid=1000) == (
+        f"{XLA_FLAG}/home/ana/.cache/gpufleet/xla-compile-cache"
+    )

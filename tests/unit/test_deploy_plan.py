@@ -51,6 +51,7 @@ def test_fresh_host_plans_every_stage_in_order(fleet_plan):
         "gpufleet validation_payload",
         "gpufleet cluster_tools",
         "gpufleet monitoring",
+        "gpufleet xla_warm_up",
     ]
     for expected in (
         "gpufleet nvidia_repo | NVIDIA CUDA repository (key fingerprint checked)",
@@ -86,6 +87,8 @@ def test_fresh_host_plans_every_stage_in_order(fleet_plan):
         "gpufleet-periodic.timer: periodic checks' units",
         "gpufleet monitoring | gpufleet-periodic.timer enabled",
         "gpufleet monitoring | gpufleet-periodic.timer started",
+        "gpufleet xla_warm_up | XLA's compile cache warmed: every compiled step of the quick "
+        "and full tiers",
     ):
         assert expected in ops
     assert not any("fabricmanager" in op for op in ops)
@@ -195,6 +198,7 @@ def test_prod_inventory_plan_reads_stage_by_stage():
         "gpufleet cluster_tools",
         "gpufleet monitoring",
         "gpufleet run_end",
+        "gpufleet xla_warm_up",
     ]
     fabric = next(row for row in rows if "nvidia-fabricmanager enabled" in row)
     # Change column: "4 (@fake/gpu-a100-01..., ...)": the A100 and H100 HGX hosts, not the V100.

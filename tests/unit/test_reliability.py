@@ -180,16 +180,18 @@ def test_preflight_passes_when_every_path_has_room():
     assert any("on /var (holding /var/cache/apt)" in r for r in refusals(plan))
 
 
-# --- 7. the reboot comes last ------------------------------------------------------------
+# --- 7. the reboot comes last, but for the XLA warm-up that needs the driver it boots -----
 
 
-def test_reboot_is_the_last_operation(fault_plan):
+def test_reboot_is_the_last_operation_but_for_the_xla_warm_up(fault_plan):
     _, plan = fault_plan
     ops = _changes(plan, "nouveau")
-    assert ops[-1] == (
-        "gpufleet run_end | reboot if the running driver is not the installed one (reboot policy)"
-    )
-    assert any(op.startswith("gpufleet monitoring") for op in ops[:-1])
+    assert ops[-2:] == [
+        "gpufleet run_end | reboot if the running driver is not the installed one (reboot policy)",
+        "gpufleet xla_warm_up | XLA's compile cache warmed: every compiled step of the quick and "
+        "full tiers",
+    ]
+    assert any(op.startswith("gpufleet monitoring") for op in ops[:-2])
 
 
 # --- 10. holds with the install ----------------------------------------------------------

@@ -52,9 +52,11 @@ if importlib.util.find_spec("tensorflow") is None:
 
 
 def run_workload(name: str, *extra: str, tmp: Path) -> tuple[int, dict[str, Any], dict, float]:
-    """Exit status, the printed document, the --json file's document, and wall seconds."""
+    """Exit status, the printed document, the --json file's document, and wall seconds. XLA's
+    cache is a fresh folder, ``tmp/xla`` (tests/workloads/test_warm_cpu.py reads it)."""
     out = tmp / f"{name}.json"
     env = {**os.environ, "CUDA_VISIBLE_DEVICES": ""}  # CPU even on a GPU machine
+    env["TF_XLA_FLAGS"] = f"--tf_xla_persistent_cache_directory={tmp / 'xla'}"
     start = time.monotonic()
     proc = subprocess.run(
         [

@@ -72,6 +72,13 @@ def _parser(workload: str, description: str) -> argparse.ArgumentParser:
         "its floors replace the published-derived ones for this kind of host",
     )
     parser.add_argument("--seed", type=int, default=0, help="seed for data and bootstrap")
+    parser.add_argument(
+        "--warm-cache",
+        action="store_true",
+        help="compile only: build and call each XLA-compiled step of this tier once, so that "
+        "XLA's persistent cache holds it; nothing is timed and no document is written "
+        "(validation.workloads.warm runs every tier's)",
+    )
     return parser
 
 
@@ -112,6 +119,9 @@ def _import_tensorflow() -> Any:
 
 def _document(run: Run, started: float, started_at: str, verdict: Verdict) -> dict[str, Any]:
     summary = run.sampler.summary() if run.sampler else None
+    marks = xla_cache.trace_marks()
+    if any(marks.values()):  # compiled steps traced at (or past) their uid mark, process-wide
+        run.config["xla_trace_marks"] = marks
     reason = None
     if summary is None:
         why = run.sampler.unavailable_reason if run.sampler else "sampler not started"
@@ -177,6 +187,20 @@ def execute(
         return Verdict(FAIL, f"{type(exc).__name__}: {exc}"), 1
 
 
+def warm_status(run: Run, crashed: int) -> int:
+    """A warm-up's exit status, logged: 1 when it crashed or a setup check failed (TensorFlow
+    sees none of the GPUs NVML sees: it would have compiled for the CPU), else 0."""
+    failed = [c["name"] for c in run.checks if c["status"] == FAIL]
+    if crashed:
+        outcome = "crashed"
+    elif failed:
+        outcome = f"failed {', '.join(failed)}"
+    else:
+        outcome = "each step built and called once"
+    run.step("done", f"warm-up: {outcome}")
+    return 1 if crashed or failed else 0
+
+
 def document_text(run: Run, started: float, started_at: str, verdict: Verdict) -> str:
     """The run's JSON document as text (numpy values plain, infinities and NaN as null)."""
     document = _document(run, started, started_at, verdict)
@@ -220,6 +244,11 @@ def main(
         prepare(run, logical_cpus, calibration)
 
     verdict, status = execute(run, body, setup)
+    if run.warm:  # a warm-up has no results: its log and exit status say how it went
+        status = warm_status(run, status)
+        if run.sampler:
+            run.sampler.close()
+        return status
     text = document_text(run, started, started_at, verdict)
     print(text)
     if args.json not in (None, "-"):

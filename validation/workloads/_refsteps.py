@@ -20,6 +20,7 @@ from typing import Any
 import numpy as np
 
 from gpufleet.matrix import references as refs
+from validation.xla_cache import keyed
 
 # Architecture sizes. "cpu": tiny (CI); "gpu": what DLE measured.
 RESNET50_CPU: dict[str, Any] = {"image": 32, "classes": 10, "blocks": (1, 1, 1, 1), "width": 8}
@@ -260,6 +261,6 @@ def build_step(
         optimizer.apply(grads, model.trainable_variables)
         return loss
 
-    compiled = tf.function(step, jit_compile=jit_compile)
+    compiled = keyed(tf.function(step, jit_compile=jit_compile), jit_compile)  # a stable key
     sync = device_sync(tf, model.trainable_variables)
     return ReferenceStep(name, precision, batch, model, compiled, sync, jit_compile)

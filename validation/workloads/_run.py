@@ -63,6 +63,12 @@ class Run:
         return bool(self.args.quick)
 
     @property
+    def warm(self) -> bool:
+        """A compile-only warm-up of XLA's cache (``--warm-cache``, validation.workloads.warm):
+        the same steps built and traced in the same order, each called once, nothing timed."""
+        return bool(getattr(self.args, "warm_cache", False))
+
+    @property
     def has_gpu(self) -> bool:
         return bool(self.gpus)
 
@@ -180,7 +186,13 @@ class Run:
     ) -> ABResult | None:
         """compare_ab for one speed check: records the check, its pairs as evidence and the
         speed-up as ``metric`` (``1/x - 1``, a slowdown, with ``invert``). A measurement the
-        harness refuses (HarnessError) becomes an inconclusive check with the reason."""
+        harness refuses (HarnessError) becomes an inconclusive check with the reason. A
+        warm-up calls each arm once, in compare_ab's order (their first calls trace and
+        compile them), and records nothing."""
+        if self.warm:
+            run_a()
+            run_b()
+            return None
         if self.busy and not_applicable is None:
             self.add_check(check, "speed", Verdict(INCONCLUSIVE, self.busy))
             return None

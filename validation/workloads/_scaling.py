@@ -25,6 +25,7 @@ from validation.workloads._refsteps import (
     replica_loss,
     synthetic_batch,
 )
+from validation.xla_cache import keyed
 
 BUSY_PHASE = "mirrored_busy"
 
@@ -107,9 +108,17 @@ def scaling_arms(
         losses = strategy.run(mirrored_replica, args=(next(mirrored_it),))
         return strategy.experimental_local_results(losses)  # stays on the devices
 
+    # With XLA, each arm's trace (the compiled replica step's inside it) starts at a uid mark,
+    # called eagerly from the block: stable persistent-cache keys (validation.xla_cache.keyed).
     return (
-        _block(single_step, device_sync(tf, single_model.trainable_variables), steps),
-        _block(mirrored_step, device_sync(tf, model.trainable_variables), steps),
+        _block(
+            keyed(single_step, jit_compile),
+            device_sync(tf, single_model.trainable_variables),
+            steps,
+        ),
+        _block(
+            keyed(mirrored_step, jit_compile), device_sync(tf, model.trainable_variables), steps
+        ),
     )
 
 

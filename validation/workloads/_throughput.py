@@ -142,19 +142,19 @@ def body(run: Run, name: str) -> None:
                 jit_compile=cfg["jit_compile"],
                 seed=run.args.seed,
             )
-            block = step.block(cfg["steps"])
+            block = step.block(1 if run.warm else cfg["steps"])
             losses = [block()]  # the first call traces (and compiles with XLA)
-            warm = warm_up(block, cfg["warmup_max"])
-            seconds = []
-            for _ in range(cfg["blocks"]):
-                seconds.append(time_call(run.timed(precision, block)))
-            losses.append(block())
-        samples = [batch * cfg["steps"] / s for s in seconds]
-        run.measurements.setdefault("seconds", {})[precision] = seconds
-        run.measurements.setdefault("warmup_seconds", {})[precision] = warm
-        run.measurements.setdefault("losses", {})[precision] = losses
-        run.add_check(f"trains_{precision}", "correctness", training_verdict(losses, precision))
-        judge_throughput(run, name, precision, samples)
+            if not run.warm:  # a cache warm-up stops here: compiled, nothing timed
+                warm = warm_up(block, cfg["warmup_max"])
+                seconds = [time_call(run.timed(precision, block)) for _ in range(cfg["blocks"])]
+                losses.append(block())
+        if not run.warm:
+            samples = [batch * cfg["steps"] / s for s in seconds]
+            run.measurements.setdefault("seconds", {})[precision] = seconds
+            run.measurements.setdefault("warmup_seconds", {})[precision] = warm
+            run.measurements.setdefault("losses", {})[precision] = losses
+            run.add_check(f"trains_{precision}", "correctness", training_verdict(losses, precision))
+            judge_throughput(run, name, precision, samples)
         del step, block
         tf.keras.backend.clear_session()
         gc.collect()

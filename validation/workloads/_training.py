@@ -13,6 +13,8 @@ from typing import Any
 
 import numpy as np
 
+from validation.xla_cache import keyed
+
 
 def synthetic_data(
     batch: int, inputs: int, outputs: int, seed: int
@@ -59,7 +61,8 @@ def mse(tf: Any, prediction: Any, target: Any) -> Any:
 def train_step(
     tf: Any, model: Any, optimizer: Any, *, jit_compile: bool, loss_scale: bool = False
 ) -> Any:
-    """A compiled (tf.function) SGD step returning the loss; XLA only when ``jit_compile``.
+    """A compiled (tf.function) SGD step returning the loss; XLA only when ``jit_compile``
+    (then traced at a uid mark, validation.xla_cache.keyed: a stable persistent-cache key).
 
     ``loss_scale`` for a keras.optimizers.LossScaleOptimizer (float16): the loss is scaled
     before the gradient and the optimizer unscales and skips non-finite steps.
@@ -74,7 +77,7 @@ def train_step(
         optimizer.apply(grads, model.trainable_variables)
         return loss
 
-    return tf.function(step, jit_compile=jit_compile)
+    return keyed(tf.function(step, jit_compile=jit_compile), jit_compile)
 
 
 def repeat_steps(

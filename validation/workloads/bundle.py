@@ -1,6 +1,8 @@
 """Several workloads in one TensorFlow process, one results document each: the quick tier's run.
 
 Run: ``python -m validation.workloads.bundle --json-dir DIR [--quick] [--workloads a,b,c]``
+(or ``--warm-cache`` without ``--json-dir``: the same steps compiled, no documents; see
+validation.workloads.warm)
 
 TensorFlow's import and a CUDA context on every GPU cost ~20 s on an 8-GPU host (README "Time
 budget", an assumption): paid once here instead of once per workload. Each workload's
@@ -37,7 +39,9 @@ LOGICAL_CPUS = 2
 
 def _parser() -> argparse.ArgumentParser:
     parser = _common._parser("bundle", __doc__.splitlines()[0])
-    parser.add_argument("--json-dir", required=True, type=Path, metavar="DIR")
+    parser.add_argument(
+        "--json-dir", type=Path, metavar="DIR", help="required but with --warm-cache"
+    )
     parser.add_argument(
         "--workloads",
         default=",".join(QUICK_WORKLOADS),
@@ -79,7 +83,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         names = workload_names(args.workloads)
     except ValueError as exc:
         parser.error(str(exc))
-    args.json_dir.mkdir(parents=True, exist_ok=True)
+    if args.json_dir is None and not args.warm_cache:
+        parser.error("--json-dir DIR is required (but with --warm-cache, which writes none)")
+    if args.json_dir is not None and not args.warm_cache:
+        args.json_dir.mkdir(parents=True, exist_ok=True)
     _common._setup_logging()
     status = 0
     # The process's TensorFlow, busy state and devices, found once by the first workload.
@@ -107,9 +114,12 @@ def main(argv: Sequence[str] | None = None) -> int:
             _common.load_run_limits(run, calibration)
 
         verdict, crashed = _common.execute(run, body_of(name), setup)
-        text = _common.document_text(run, started, started_at, verdict)
-        (args.json_dir / f"{name}.json").write_text(text + "\n")
-        run.step("done", f"verdict {verdict.status}: {verdict.reason}")
+        if run.warm:  # a warm-up writes no document
+            crashed = _common.warm_status(run, crashed)
+        else:
+            text = _common.document_text(run, started, started_at, verdict)
+            (args.json_dir / f"{name}.json").write_text(text + "\n")
+            run.step("done", f"verdict {verdict.status}: {verdict.reason}")
         if run.sampler:
             run.sampler.close()
         status = max(status, crashed)

@@ -1,0 +1,114 @@
+"""validation.workloads.warm: the processes it re-runs are the tiers' own, and what it records."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
+
+import pytest
+
+from validation import xla_cache
+from validation.tiers import BUNDLED, FULL_WORKLOADS, QUICK_WORKLOADS, XLA_COMPILED
+from validation.workloads import _throughput, mirrored, warm
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def test_each_tiers_xla_process_is_re_run_as_the_tier_runs_it() -> None:
+    layout = [
+        (p.tier, p.workloads, p.gpu, p.bundle) for p in warm.warm_processes(["quick", "full"], 8)
+    ]
+    assert layout == [
+        ("quick", ("resnet50",), None, True),  # the quick tier's one process, every GPU seen
+        ("full", ("resnet50",), "0", False),  # GPU 0's process of the eight (same keys)
+        ("full", ("bert_large",), "0", False),
+        ("full", ("mirrored",), None, False),  # MirroredStrategy over every GPU
+        ("full", ("xla",), "0", False),
+    ]
+    assert [p.workloads for p in warm.warm_processes(["full"], 0, only=["xla"])] == [("xla",)]
+    assert warm.warm_processes(["full"], 0, only=["xla"])[0].gpu is None  # no GPU: as it is
+
+
+def test_the_command_lines_are_the_tiers_with_warm_cache() -> None:
+    quick, resnet, *_ = warm.warm_processes(["quick", "full"], 8)
+    assert quick.argv("py") == [
+        *("py", "-m", "validation.workloads.bundle", "--workloads", "resnet50"),
+        *("--quick", "--warm-cache"),
+    ]
+    assert resnet.argv("py") == ["py", "-m", "validation.workloads.resnet50", "--warm-cache"]
+    base = {"PATH": "/bin", "TF_XLA_FLAGS": f"{xla_cache.FLAG}/old --tf_xla_auto_jit=2"}
+    env = resnet.environment(base, Path("/c"))
+    assert env["CUDA_VISIBLE_DEVICES"] == "0" and env["CUDA_DEVICE_ORDER"] == "PCI_BUS_ID"
+    assert env["TF_XLA_FLAGS"] == f"{xla_cache.FLAG}/c --tf_xla_auto_jit=2"
+    assert "CUDA_VISIBLE_DEVICES" not in quick.environment(base, Path("/c"))
+    assert quick.timeout_s == 300 and resnet.timeout_s == 1800
+
+
+def test_the_xla_workloads_are_those_whose_gpu_steps_xla_compiles() -> None:
+    """XLA_COMPILED follows the workloads' own settings, so no compiled step goes unwarmed."""
+    assert _throughput.QUICK_GPU["jit_compile"] and _throughput.FULL_GPU["jit_compile"]
+    assert not mirrored.QUICK_GPU["jit_variant"] and mirrored.FULL["jit_variant"]
+    assert XLA_COMPILED["quick"] == ("resnet50",)  # of QUICK_WORKLOADS, bert/xla are full only
+    assert set(XLA_COMPILED["quick"]) <= set(QUICK_WORKLOADS) == set(BUNDLED["quick"])
+    assert set(XLA_COMPILED["full"]) == {"resnet50", "bert_large", "mirrored", "xla"}
+    for name in set(FULL_WORKLOADS) - set(XLA_COMPILED["full"]):
+        source = (ROOT / "validation" / "workloads" / f"{name}.py").read_text()
+        assert not re.search(r"jit_compile=(?!False)", source), name
+
+
+class _Run:
+    """subprocess.run as the warm-up calls it, each workload's exit status canned."""
+
+    def __init__(self, status: dict[str, int]) -> None:
+        self.status, self.argv = status, []
+
+    def __call__(self, argv: list[str], **kwargs: Any) -> SimpleNamespace:
+        self.argv.append(argv)
+        name = argv[argv.index("-m") + 1].rsplit(".", 1)[1]
+        cache = Path(kwargs["env"]["TF_XLA_FLAGS"].split("=", 1)[1])
+        (cache / f"xla_compile_cache__{name}__XLA_GPU_JIT.pb").write_bytes(b"x")
+        return SimpleNamespace(returncode=self.status.get(name, 0))
+
+
+def _main(monkeypatch, tmp_path: Path, status: dict[str, int], busy: str | None = None):
+    fake = _Run(status)
+    monkeypatch.setattr(warm.subprocess, "run", fake)
+    monkeypatch.setattr(warm, "_gpu_count", lambda: 8)
+    monkeypatch.setattr(warm, "_busy", lambda: busy)
+    cache = tmp_path / "cache"
+    rc = warm.main(["--cache-dir", str(cache), "--marker-text", "TF 2.21; payload p; GPUs 8x"])
+    return rc, fake, cache
+
+
+def test_the_marker_is_written_once_every_process_compiled(monkeypatch, tmp_path, capsys) -> None:
+    rc, fake, cache = _main(monkeypatch, tmp_path, {})
+    report = json.loads(capsys.readouterr().out)
+    assert rc == 0 and len(fake.argv) == 5
+    assert (cache / xla_cache.MARKER).read_text() == "TF 2.21; payload p; GPUs 8x\n"
+    assert report["warm_up"] is True and report["status"] == "warmed"
+    assert (report["entries_before"], report["entries_after"]) == (0, 5)
+    assert [p["exit_status"] for p in report["processes"]] == [0] * 5
+
+
+def test_a_failed_process_leaves_no_marker(monkeypatch, tmp_path, capsys) -> None:
+    rc, _, cache = _main(monkeypatch, tmp_path, {"bert_large": 1})
+    report = json.loads(capsys.readouterr().out)
+    assert rc == 1 and not (cache / xla_cache.MARKER).exists()
+    assert report["status"] == "1 of 5 processes failed: marker not written"
+
+
+def test_a_busy_gpu_starts_nothing(monkeypatch, tmp_path, capsys) -> None:
+    rc, fake, cache = _main(monkeypatch, tmp_path, {}, busy="GPU busy (PIDs 42 python on GPU 0)")
+    assert rc == warm.BUSY and fake.argv == [] and not cache.exists()
+    assert json.loads(capsys.readouterr().out)["status"].startswith("not started: GPU busy")
+
+
+def test_a_cache_folder_tensorflow_cannot_be_given_is_refused(monkeypatch) -> None:
+    monkeypatch.delenv("TF_XLA_FLAGS", raising=False)
+    for argv in ([], ["--cache-dir", "/a b"], ["--cache-dir", "rel"], ["--tiers", "cluster"]):
+        with pytest.raises(SystemExit) as stopped:
+            warm.main(argv)
+        assert stopped.value.code == 2
