@@ -171,9 +171,7 @@ class NodeSpec:
     min_free_disk_gib: int = _key(
         25, "free GiB needed on each filesystem the deploy writes to (/, apt cache, env, payload)"
     )
-    deploy_stamp: bool = _key(
-        True, "skip planning a host whose last run changed nothing while nothing it read changed"
-    )
+    deploy_stamp: bool = _key(True, "skip planning a host while its last empty plan still holds")
     # Hardware expectations
     gpu_count: int | None = _key(None, "expected number of GPUs; unset: whatever is found")
     gpu_less: bool = _key(False, "host has no GPU on purpose (CPU-only)")
