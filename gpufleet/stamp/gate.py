@@ -23,7 +23,7 @@ from gpufleet.stages.node import node_plan
 from gpufleet.stages.preflight import announce
 from gpufleet.stages.validation_payload import payload_sources
 from gpufleet.stamp import record, store
-from gpufleet.stamp.ahead import replies_for
+from gpufleet.stamp.ahead import taken
 from gpufleet.stamp.canonical import NotCanonical
 from gpufleet.stamp.inputs import inputs_digest
 from gpufleet.stamp.replay import StampReplay, differences
@@ -57,7 +57,8 @@ def stamp_holds(plan: Any, deploy_file: str) -> bool:
         record.start(host).refuse(f"an input has no stable form ({exc})")
         return False
     _INPUTS[host] = inputs
-    why = _why_not(host, state, store.load(host.name), inputs)
+    stamp, replies = taken(host) or (store.load(host.name), None)  # read with the probe, as a rule
+    why = _why_not(host, state, stamp, replies, inputs)
     if why is not None:
         _LOG.debug("%s: planned in full: %s", host.name, why)
         record.start(host)
@@ -67,7 +68,9 @@ def stamp_holds(plan: Any, deploy_file: str) -> bool:
     return True
 
 
-def _why_not(host: Host, state: State, stamp: store.Stamp | None, inputs: str) -> str | None:
+def _why_not(
+    host: Host, state: State, stamp: store.Stamp | None, replies: Any, inputs: str
+) -> str | None:
     if stamp is None:
         return "no stamp"
     if stamp.inputs != inputs:
@@ -76,10 +79,8 @@ def _why_not(host: Host, state: State, stamp: store.Stamp | None, inputs: str) -
         return "the connector arguments changed"
     if any(record.local_file_digest(path) != known for path, known in stamp.local_files.items()):
         return "a local file changed"
-    commands = [read.command for read in stamp.facts]
-    replies = replies_for(host, commands)  # read with the host's probe, as a rule
     if replies is None:
-        replies = host.get_fact(StampReplay, commands=commands)
+        replies = host.get_fact(StampReplay, commands=[read.command for read in stamp.facts])
     changed = differences(stamp.facts, replies)
     return "; ".join(changed) if changed else None
 

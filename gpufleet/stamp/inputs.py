@@ -1,7 +1,7 @@
 """Everything besides facts that a host's plan is made from, as one digest.
 
-That is: pyinfra's and Python's versions, the deploy file, every shipped package (the
-validation payload's archive, which holds gpufleet's whole source), the inventory (every
+That is: pyinfra's and Python's versions, the deploy file, every file of the shipped
+packages (the validation payload's, gpufleet's whole source among them), the inventory (every
 host's name, groups and data: stages such as the fleet cache and Slurm read other hosts), and
 the host's plan from its probe. Of the probe, the fields that change between any two runs
 (free disk space, the processes on the GPUs) enter only through what preflight makes of them,
@@ -9,7 +9,7 @@ its refusals, which are empty on every host a stamp is written for. The fleet ca
 plans from every active host's probe (its wheelhouse and keys serve them all), so its digest
 holds theirs too.
 
-Example: ``inputs_digest(plan, host, deploy_file="deploy/gpu_node.py")``
+Example: ``inputs_digest(plan, host, "deploy/gpu_node.py", payload_sources(), served={})``
 """
 
 from __future__ import annotations
@@ -20,6 +20,7 @@ import platform
 from importlib import metadata
 from pathlib import Path
 from typing import Any
+from weakref import WeakKeyDictionary
 
 from pyinfra.api.host import Host
 from pyinfra.context import ctx_state
@@ -36,19 +37,36 @@ def inputs_digest(
     ``sources``: the shipped packages' folders by name; ``served``: the plan of every active
     host by name (only the fleet cache's own digest holds them).
     """
-    state = ctx_state.get()
     parts: dict[str, Any] = {
-        "pyinfra": metadata.version("pyinfra"),
-        "python": platform.python_version(),
-        "deploy_file": _file_digest(Path(deploy_file)),
-        "sources": tree_digest(sources),
-        "inventory": _inventory(state.inventory),
+        "run": _run_digest(ctx_state.get(), deploy_file, sources),
         "host": host.name,
         "plan": plan_view(plan),
     }
     if plan.is_cache_host:
         parts["served"] = {name: plan_view(other) for name, other in sorted(served.items())}
     return digest(parts)
+
+
+# What every host of one run shares, digested once per run (not once per host).
+_RUN: WeakKeyDictionary[Any, tuple[tuple[str, tuple[str, ...]], str]] = WeakKeyDictionary()
+
+
+def _run_digest(state: Any, deploy_file: str, sources: dict[str, Path]) -> str:
+    key = (deploy_file, tuple(sorted(str(folder) for folder in sources.values())))
+    known = _RUN.get(state)
+    if known is not None and known[0] == key:
+        return known[1]
+    shared = digest(
+        {
+            "pyinfra": metadata.version("pyinfra"),
+            "python": platform.python_version(),
+            "deploy_file": _file_digest(Path(deploy_file)),
+            "sources": tree_digest(sources),
+            "inventory": _inventory(state.inventory),
+        }
+    )
+    _RUN[state] = (key, shared)
+    return shared
 
 
 def plan_view(plan: Any) -> dict[str, Any]:

@@ -2,7 +2,7 @@
 
 pyinfra has no hook for fact reads, so ``install()`` wraps its fact getter
 (``pyinfra.api.facts._get_fact``, pinned pyinfra 3.10) and ``Host.run_shell_command`` while a
-fact is being read; ``tests/unit/test_stamp_record.py`` fails if either stops being called.
+fact is being read; ``tests/unit/test_stamp_cli.py`` fails if either stops being called.
 
 Example::
 
@@ -15,6 +15,7 @@ Example::
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 from dataclasses import dataclass, field
@@ -195,16 +196,23 @@ def _plain_arguments(
     return plain if isinstance(plain, dict) else None
 
 
-def _capture(pending: _Pending, command: Any, arguments: dict[str, Any]) -> None:
+def shell_text(command: Any) -> tuple[str | None, str | None]:
+    """``(the shell text of a command, None)``, or ``(None, why it cannot be stamped)``: not a
+    shell command, or one that carries a secret (stamps never hold one)."""
     if isinstance(command, str):
-        raw = masked = command
-    elif isinstance(command, StringCommand):
-        raw, masked = command.get_raw_value(), command.get_masked_value()
-    else:
-        pending.problem = f"a fact ran a {type(command).__name__}, not a shell command"
-        return
-    if raw != masked:
-        pending.problem = "a fact's command carries a secret (it is never stored)"
+        return command, None
+    if not isinstance(command, StringCommand):
+        return None, f"a fact ran a {type(command).__name__}, not a shell command"
+    raw = command.get_raw_value()
+    if raw != command.get_masked_value():
+        return None, "a fact's command carries a secret (it is never stored)"
+    return raw, None
+
+
+def _capture(pending: _Pending, command: Any, arguments: dict[str, Any]) -> None:
+    raw, problem = shell_text(command)
+    if raw is None:
+        pending.problem = problem
         return
     try:
         pending.executor = executor_digest(arguments)
@@ -227,8 +235,9 @@ def _witnessed(host: Host, cls: type, pending: _Pending, run: Any) -> _Pending:
     time under the environment, instead of checking each against pip's RECORD)."""
     if pending.command is None or pending.problem is not None or pending.arguments is None:
         return pending
-    witness = cls().stamp_witness(**pending.arguments)
-    command = witness.get_raw_value() if isinstance(witness, StringCommand) else str(witness)
+    command, problem = shell_text(cls().stamp_witness(**pending.arguments))
+    if command is None:
+        return dataclasses.replace(pending, problem=problem)
     ok, output = run(host, StringCommand(command), **pending.connector_arguments)
     return _Pending(
         arguments={},
