@@ -15,6 +15,13 @@ from validation.tiers import BUNDLED, FULL_WORKLOADS, QUICK_WORKLOADS, XLA_COMPI
 from validation.workloads import _throughput, mirrored, warm
 
 ROOT = Path(__file__).resolve().parents[2]
+FIXTURES = ROOT / "tests" / "fixtures"
+
+
+@pytest.fixture(autouse=True)
+def _no_host_gpus(monkeypatch, tmp_path: Path) -> None:
+    """The GPU set is read from no /proc of the machine the tests run on (a GPU host's differs)."""
+    monkeypatch.setattr(xla_cache, "PROC_ROOT", tmp_path / "no-driver")
 
 
 def test_each_tiers_xla_process_is_re_run_as_the_tier_runs_it() -> None:
@@ -68,7 +75,10 @@ class _Run:
     def __call__(self, argv: list[str], **kwargs: Any) -> SimpleNamespace:
         self.argv.append(argv)
         name = argv[argv.index("-m") + 1].rsplit(".", 1)[1]
-        cache = Path(kwargs["env"]["TF_XLA_FLAGS"].split("=", 1)[1])
+        env = dict(kwargs["env"])
+        xla_cache.prepare(env)  # what the workload does first: TF_XLA_FLAGS gets its GPU set
+        cache = xla_cache.cache_directory(env)
+        assert cache is not None and cache.name.startswith("gpus-")
         (cache / f"xla_compile_cache__{name}__XLA_GPU_JIT.pb").write_bytes(b"x")
         return SimpleNamespace(returncode=self.status.get(name, 0))
 
@@ -89,8 +99,36 @@ def test_the_marker_is_written_once_every_process_compiled(monkeypatch, tmp_path
     assert rc == 0 and len(fake.argv) == 5
     assert (cache / xla_cache.MARKER).read_text() == "TF 2.21; payload p; GPUs 8x\n"
     assert report["warm_up"] is True and report["status"] == "warmed"
+    assert report["gpu_set"] == "gpus-none" and "removed_gpu_sets" not in report  # no driver
     assert (report["entries_before"], report["entries_after"]) == (0, 5)
+    assert len(xla_cache.entries(cache / "gpus-none")) == 5 and not xla_cache.entries(cache)
     assert [p["exit_status"] for p in report["processes"]] == [0] * 5
+
+
+def test_the_warm_up_counts_its_sets_entries_and_drops_other_sets(
+    monkeypatch, tmp_path, capsys
+) -> None:
+    """After a GPU swap: the old set's folder goes, the entries counted are the new set's."""
+    root = tmp_path / "proc"
+    (root / "gpus" / "0000:62:00.0").mkdir(parents=True)
+    version = FIXTURES / "driver_version" / "proc_open_565_ubuntu2404.txt"
+    (root / "version").write_text(version.read_text())
+    (root / "gpus" / "0000:62:00.0" / "information").write_text(
+        (FIXTURES / "proc_nvidia" / "information_h100_80gb_hbm3.txt").read_text()
+    )
+    monkeypatch.setattr(xla_cache, "PROC_ROOT", root)
+    key = xla_cache.gpu_set_key()
+    cache = tmp_path / "cache"
+    (cache / "gpus-aaaaaaaaaaaa").mkdir(parents=True)  # the A100s the host had
+    (cache / "gpus-aaaaaaaaaaaa" / "xla_compile_cache__old__XLA_GPU_JIT.pb").write_bytes(b"x")
+    (cache / key).mkdir()
+    (cache / key / "xla_compile_cache__xla__XLA_GPU_JIT.pb").write_bytes(b"x")  # one of five
+    rc, _, cache = _main(monkeypatch, tmp_path, {})
+    report = json.loads(capsys.readouterr().out)
+    assert rc == 0 and report["gpu_set"] == key
+    assert (report["entries_before"], report["entries_after"]) == (1, 5)
+    assert report["removed_gpu_sets"] == ["gpus-aaaaaaaaaaaa"]
+    assert sorted(p.name for p in cache.iterdir()) == sorted([key, xla_cache.MARKER])
 
 
 def test_a_failed_process_leaves_no_marker(monkeypatch, tmp_path, capsys) -> None:

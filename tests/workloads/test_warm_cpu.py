@@ -1,8 +1,9 @@
 """XLA's warm-up on the CPU: after it, a real tier run in a new process compiles nothing new.
 
 The warm-up (validation.workloads.warm) and the tier's run are separate processes, as on a
-host after a deploy; the cache's entries (one file per key) are counted before and after. On
-the CPU only the xla workload compiles (its MLP and the tiny ResNet-50's XLA arm).
+host after a deploy; the cache's entries (one file per key, in the folder of this host's GPU
+set, validation.xla_cache.gpu_set_key) are counted before and after. On the CPU only the xla
+workload compiles (its MLP and the tiny ResNet-50's XLA arm).
 """
 
 from __future__ import annotations
@@ -53,11 +54,15 @@ def test_after_the_warm_up_the_tiers_run_adds_no_cache_entry(tmp_path: Path) -> 
     )
     assert warm.returncode == 0, warm.stderr[-3000:]
     report = json.loads(warm.stdout)
-    warmed = xla_cache.entries(cache)
+    key = xla_cache.gpu_set_key()  # the processes' own: gpus-none where no driver is loaded
+    keyed = cache / key
+    warmed = xla_cache.entries(keyed)
     assert report["warm_up"] is True and report["status"] == "warmed", report
+    assert report["gpu_set"] == key
     assert (report["entries_before"], report["entries_after"]) == (0, len(warmed))
     assert len(warmed) == 2  # the MLP's step and the ResNet-50 XLA arm's
-    assert sorted(p.name for p in cache.iterdir()) == sorted([*warmed, xla_cache.MARKER])
+    assert sorted(p.name for p in cache.iterdir()) == sorted([key, xla_cache.MARKER])
+    assert sorted(p.name for p in keyed.iterdir()) == warmed
 
     # The full tier's xla process, as the suite starts it, in a process of its own.
     out = tmp_path / "xla.json"
@@ -66,11 +71,13 @@ def test_after_the_warm_up_the_tiers_run_adds_no_cache_entry(tmp_path: Path) -> 
     doc = json.loads(out.read_text())
     assert doc["verdict"]["status"] == "pass", doc["verdict"]
     assert doc["config"]["xla_cache"]["directory"] == str(cache)
+    assert doc["config"]["xla_cache"]["gpu_set"] == key
     assert doc["config"]["xla_trace_marks"] == {"aligned": 2, "missed": 0}
-    assert xla_cache.entries(cache) == warmed  # every key it compiled was the warm-up's
+    assert xla_cache.entries(keyed) == warmed  # every key it compiled was the warm-up's
+    assert (cache / xla_cache.MARKER).exists()  # nor did it find its set new
 
     # Without the warm-up the same steps are compiled (the CPU suite's run, a fresh cache):
     # the very entries the warm-up made.
     _, cold_doc, _, _, folder = quick_result("xla")
     assert cold_doc["verdict"]["status"] == "pass"
-    assert xla_cache.entries(Path(folder) / "xla") == warmed
+    assert xla_cache.entries(Path(folder) / "xla" / key) == warmed

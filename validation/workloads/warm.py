@@ -11,9 +11,10 @@ sees one GPU too: the same keys), mirrored with every GPU. Each step is built an
 tier's order and called once (validation.xla_cache explains why that gives the tier's keys);
 nothing is timed and no results document is written. One process at a time.
 
-Prints one JSON document marked ``"warm_up": true``: the cache's entries before and after and
-each process with its exit status and seconds. With ``--marker-text``, writes that text to
-``DIR/gpufleet-warm-up`` once every process succeeded: the deploy's record that this
+Prints one JSON document marked ``"warm_up": true``: the entries of this GPU set's folder
+``DIR/<gpu set>`` (validation.xla_cache.gpu_set_key, where the processes write) before and
+after, and each process with its exit status and seconds. With ``--marker-text``, writes that
+text to ``DIR/gpufleet-warm-up`` once every process succeeded: the deploy's record that this
 TensorFlow, payload and GPU set are warm. Exit status: 0 warmed, 1 a process failed (the
 marker is not written), 2 bad arguments or no cache directory, 3 not started: a GPU is busy.
 """
@@ -159,7 +160,13 @@ def run(args: argparse.Namespace, report: dict[str, Any]) -> int:
         report["status"] = f"not started: {busy}"
         return BUSY
     cache_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
-    report["entries_before"] = len(xla_cache.entries(cache_dir))
+    # Each process's prepare() keys the cache by the same /proc files: its folder is this one.
+    key, note = xla_cache.gpu_set()
+    report["gpu_set"] = key
+    if note:
+        report["gpu_set_note"] = note
+    keyed = cache_dir / key
+    report["entries_before"] = len(xla_cache.entries(keyed))
     failed = 0
     for process in processes:
         started = time.monotonic()
@@ -183,10 +190,19 @@ def run(args: argparse.Namespace, report: dict[str, Any]) -> int:
             }
         )
         failed += rc != 0
-    report["entries_after"] = len(xla_cache.entries(cache_dir))
+    report["entries_after"] = len(xla_cache.entries(keyed))
     if failed:
         report["status"] = f"{failed} of {len(processes)} processes failed: marker not written"
         return 1
+    # Other GPU sets' folders go: this runs after the deploy's reboot with every GPU answering,
+    # so this key is the host's GPUs and driver, and no process here loads another set's
+    # entries again (a set the host gets back is warmed again, minutes once). Not when a /proc
+    # file was unreadable (the key is then a fallback: the real set's folder may be another) or
+    # no driver is loaded (a manual run on the CPU: the GPUs' folders serve the driver's
+    # return). Entries in DIR itself (before the cache was keyed, or another program's) are
+    # left to prune(), oldest first.
+    if note is None and key != xla_cache.NO_GPUS:
+        report["removed_gpu_sets"] = xla_cache.drop_other_sets(cache_dir, key)
     if args.marker_text is not None:
         report["marker"] = str(write_marker(cache_dir, args.marker_text))
     report["status"] = "warmed"
@@ -203,6 +219,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         args.cache_dir = xla_cache.cache_directory()
     if args.cache_dir is None:
         parser.error("no cache to warm: give --cache-dir, or set TF_XLA_FLAGS (env.sh does)")
+    args.cache_dir = xla_cache.base_directory(args.cache_dir)  # a GPU set's folder: its base
     if not _PLAIN_PATH.match(str(args.cache_dir)):
         parser.error(f"--cache-dir {str(args.cache_dir)!r}: an absolute path of A-Za-z0-9._/-")
     report: dict[str, Any] = {
