@@ -52,7 +52,8 @@ echo '{s}nouveau'; [ -d /sys/module/nouveau ] && echo loaded
 echo '{s}runfile'; [ -e /usr/bin/nvidia-uninstall ] && echo /usr/bin/nvidia-uninstall
 echo '{s}packages'
 dpkg-query -W -f='${{db:Status-Abbrev}} ${{Package}} ${{Version}}\\n' {patterns} 2>/dev/null
-echo '{s}held'; apt-mark showhold 2>/dev/null
+echo '{s}held'
+dpkg-query -W -f='${{db:Status-Want}} ${{Package}}\\n' 2>/dev/null | sed -n 's/^hold //p'
 echo '{s}marker'; cat {marker} 2>/dev/null
 echo '{s}gpu_processes'
 if [ -d /sys/module/nvidia ] && command -v nvidia-smi >/dev/null 2>&1; then
@@ -107,7 +108,7 @@ class HostState:
     nouveau_loaded: bool = False
     runfile_uninstaller: str | None = None
     packages: dict[str, str] = field(default_factory=dict, hash=False)
-    held: tuple[str, ...] = ()  # packages on hold (apt-mark showhold), sorted
+    held: tuple[str, ...] = ()  # packages on hold (dpkg's selection, as apt-mark sets it), sorted
     marker_branch: int | None = None
     gpu_processes: tuple[str, ...] = ()
     free_disk_kib: int | None = None  # on /
