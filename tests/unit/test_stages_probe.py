@@ -3,12 +3,16 @@
 from __future__ import annotations
 
 import json
+import shutil
+import subprocess
 from pathlib import Path
 
 import pytest
 
 from gpufleet.spec import NodeSpec
 from gpufleet.stages.host_probe import (
+    _SCRIPT,
+    HostProbe,
     HostState,
     PciDevice,
     branch_of_package_version,
@@ -188,3 +192,40 @@ def _sb(**fields) -> NodePlan:
 )
 def test_branch_of_package_version(version, branch):
     assert branch_of_package_version(version) == branch
+
+
+DPKG_STATUS = """\
+Package: libnccl2
+Status: hold ok installed
+Architecture: amd64
+Version: 2.27.7-1+cuda12.9
+
+Package: libcudnn9-cuda-12
+Status: install ok installed
+Architecture: amd64
+Version: 9.10.2.21-1
+
+Package: datacenter-gpu-manager-4-core
+Status: hold ok installed
+Architecture: amd64
+Version: 1:4.4.1-1
+
+"""
+
+
+@pytest.mark.skipif(shutil.which("dpkg-query") is None, reason="needs dpkg-query (Debian/Ubuntu)")
+def test_held_section_lists_what_dpkg_selections_hold(tmp_path: Path) -> None:
+    """The probe's ``held`` command run by the real dpkg-query on a status file: packages whose
+    selection is ``hold`` (what ``apt-mark hold`` sets), and only those. It replaced
+    ``apt-mark showhold``, which loads apt's whole cache (43 ms of a sandbox host's CPU per run
+    against 7 ms)."""
+    (tmp_path / "status").write_text(DPKG_STATUS)
+    (tmp_path / "updates").mkdir()
+    script = HostProbe().command(env_dir="/nonexistent").get_raw_value()
+    lines = _SCRIPT.format(s=S, patterns="x", marker="/nonexistent").splitlines()
+    held = lines[lines.index(f"echo '{S}held'") + 1]
+    assert "s/^hold //p" in script  # the command HostProbe sends
+    command = held.replace("dpkg-query", f"dpkg-query --admindir={tmp_path}", 1)
+    done = subprocess.run(["sh", "-c", command], capture_output=True, text=True, check=True)
+    state = parse_probe([f"{S}held", *done.stdout.splitlines()])
+    assert state.held == ("datacenter-gpu-manager-4-core", "libnccl2")
