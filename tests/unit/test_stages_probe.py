@@ -61,7 +61,7 @@ def test_gpu_server_sections():
         f"{S}packages",
         "hi  cuda-drivers-570 570.195.03-1",
         "rc  nvidia-driver-535 535.183.01-0ubuntu1",
-        f"{S}held",  # apt-mark showhold: one name a line
+        f"{S}held",  # packages whose dpkg selection is hold: one name a line
         "libnccl2",
         "cuda-drivers-570",
         f"{S}marker",
