@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import shlex
 import shutil
 import subprocess
 from pathlib import Path
@@ -11,7 +12,6 @@ import pytest
 
 from gpufleet.spec import NodeSpec
 from gpufleet.stages.host_probe import (
-    _SCRIPT,
     HostProbe,
     HostState,
     PciDevice,
@@ -221,10 +221,10 @@ def test_held_section_lists_what_dpkg_selections_hold(tmp_path: Path) -> None:
     against 7 ms)."""
     (tmp_path / "status").write_text(DPKG_STATUS)
     (tmp_path / "updates").mkdir()
-    script = HostProbe().command(env_dir="/nonexistent").get_raw_value()
-    lines = _SCRIPT.format(s=S, patterns="x", marker="/nonexistent").splitlines()
+    # The script exactly as HostProbe sends it: sh -c SCRIPT gpufleet-probe ENV PATH...
+    _sh, _c, script, *_ = shlex.split(HostProbe().command(env_dir="/nonexistent").get_raw_value())
+    lines = script.splitlines()
     held = lines[lines.index(f"echo '{S}held'") + 1]
-    assert "s/^hold //p" in script  # the command HostProbe sends
     command = held.replace("dpkg-query", f"dpkg-query --admindir={tmp_path}", 1)
     done = subprocess.run(["sh", "-c", command], capture_output=True, text=True, check=True)
     state = parse_probe([f"{S}held", *done.stdout.splitlines()])
