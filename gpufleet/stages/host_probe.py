@@ -32,7 +32,9 @@ DRIVER_PACKAGE_PATTERNS = (
 _SECTION = "##gpufleet-probe:"
 
 # Each section prints under a marker; every command tolerates its tool being absent so that a
-# bare host (no lspci, no mokutil, no nvidia-smi) answers in one go.
+# bare host (no lspci, no mokutil, no nvidia-smi) answers in one go. Files are read with the
+# shell's own `read` and tests, not a `cat` each: a GPU server has hundreds of PCI functions,
+# and every deploy (a no-op's too) runs this.
 _SCRIPT = """\
 echo '{s}os'; cat /etc/os-release 2>/dev/null
 env=$1; shift
@@ -40,13 +42,17 @@ echo '{s}arch'; uname -m
 echo '{s}kernel'; uname -r
 echo '{s}pci'
 for d in /sys/bus/pci/devices/*; do
-  [ "$(cat "$d/vendor" 2>/dev/null)" = 0x10de ] &&
-    echo "${{d##*/}} $(cat "$d/class") $(cat "$d/device")"
+  {{ read -r v <"$d/vendor"; }} 2>/dev/null || continue
+  [ "$v" = 0x10de ] || continue
+  {{ read -r c <"$d/class"; read -r i <"$d/device"; }} 2>/dev/null
+  echo "${{d##*/}} $c $i"
 done
 echo '{s}secure_boot'
-f=$(ls /sys/firmware/efi/efivars/SecureBoot-* 2>/dev/null | head -n 1)
-if [ -n "$f" ]; then od -An -t u1 "$f" | tr -s ' ' '\\n' | grep . | tail -n 1; fi
-echo '{s}loaded'; cat /sys/module/nvidia/version 2>/dev/null
+for f in /sys/firmware/efi/efivars/SecureBoot-*; do
+  [ -e "$f" ] && od -An -t u1 "$f" | tr -s ' ' '\\n' | grep . | tail -n 1
+  break
+done
+echo '{s}loaded'; [ -e /sys/module/nvidia/version ] && cat /sys/module/nvidia/version
 echo '{s}installed_module'; modinfo -F version nvidia 2>/dev/null
 echo '{s}nouveau'; [ -d /sys/module/nouveau ] && echo loaded
 echo '{s}runfile'; [ -e /usr/bin/nvidia-uninstall ] && echo /usr/bin/nvidia-uninstall
@@ -54,7 +60,7 @@ echo '{s}packages'
 dpkg-query -W -f='${{db:Status-Abbrev}} ${{Package}} ${{Version}}\\n' {patterns} 2>/dev/null
 echo '{s}held'
 dpkg-query -W -f='${{db:Status-Want}} ${{Package}}\\n' 2>/dev/null | sed -n 's/^hold //p'
-echo '{s}marker'; cat {marker} 2>/dev/null
+echo '{s}marker'; [ -e {marker} ] && cat {marker} 2>/dev/null
 echo '{s}gpu_processes'
 if [ -d /sys/module/nvidia ] && command -v nvidia-smi >/dev/null 2>&1; then
   nvidia-smi --query-compute-apps=pid,process_name --format=csv,noheader 2>/dev/null
@@ -62,10 +68,15 @@ fi
 echo '{s}disk'
 for p in "$@"; do
   q=$p; while [ ! -e "$q" ]; do q=$(dirname "$q"); done
-  printf '%s\t' "$p"; df -Pk "$q" 2>/dev/null | tail -n 1
+  printf '%s\t' "$p"; df -Pk "$q" 2>/dev/null | {{ read -r _; read -r l && echo "$l"; }}
 done
 echo '{s}dpkg'
-ls -A /var/lib/dpkg/updates 2>/dev/null | head -n 3 | sed 's/^/pending update record /'
+n=0
+for f in /var/lib/dpkg/updates/* /var/lib/dpkg/updates/.[!.]* /var/lib/dpkg/updates/..?*; do
+  [ -e "$f" ] || [ -L "$f" ] || continue
+  [ $n -lt 3 ] || break
+  n=$((n + 1)); echo "pending update record ${{f##*/}}"
+done
 dpkg --audit 2>/dev/null | head -n 40
 echo '{s}env'; [ -x "$env/bin/python" ] && echo present
 echo '{s}shim_mok'; [ -e /var/lib/shim-signed/mok/MOK.der ] && echo present
