@@ -19,6 +19,7 @@ from pyinfra.api import FactBase
 from pyinfra.api.host import Host
 
 from gpufleet.stamp import store
+from gpufleet.stamp.batch import batch_reads
 from gpufleet.stamp.record import shell_text
 from gpufleet.stamp.replay import StampReplay
 
@@ -39,11 +40,12 @@ def read_with_stamp(host: Host, fact: type[FactBase[T]], *, enabled: bool, **kwa
     raw, _secret = shell_text(reader.command(**kwargs))
     if stamp is None or raw is None or reader.requires_command(**kwargs):
         return host.get_fact(fact, **kwargs)
-    commands = [read.command for read in stamp.facts]
-    replies = host.get_fact(StampReplay, commands=[raw, *commands])
+    batch = batch_reads(stamp.facts)
+    replies = host.get_fact(StampReplay, commands=[raw, *batch.commands])
     if not replies or replies[0][0] != 0:
         return host.get_fact(fact, **kwargs)
-    _AHEAD[host] = (stamp, replies[1:])
+    # [] when the merged digests are not what the reads would print: the stamp then fails
+    _AHEAD[host] = (stamp, batch.unpack(replies[1:]) or [])
     lines = replies[0][1]
     return reader.process(lines) if lines else reader.default()
 

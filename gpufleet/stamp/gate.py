@@ -24,6 +24,7 @@ from gpufleet.stages.preflight import announce
 from gpufleet.stages.validation_payload import payload_sources
 from gpufleet.stamp import record, store
 from gpufleet.stamp.ahead import taken
+from gpufleet.stamp.batch import batch_reads
 from gpufleet.stamp.canonical import NotCanonical
 from gpufleet.stamp.inputs import inputs_digest
 from gpufleet.stamp.replay import StampReplay, differences
@@ -80,7 +81,8 @@ def _why_not(
     if any(record.local_file_digest(path) != known for path, known in stamp.local_files.items()):
         return "a local file changed"
     if replies is None:
-        replies = host.get_fact(StampReplay, commands=[read.command for read in stamp.facts])
+        batch = batch_reads(stamp.facts)
+        replies = batch.unpack(host.get_fact(StampReplay, commands=batch.commands))
     changed = differences(stamp.facts, replies)
     return "; ".join(changed) if changed else None
 
