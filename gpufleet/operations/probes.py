@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import posixpath
 from typing import Any, TypeVar
 from weakref import WeakKeyDictionary
 
@@ -213,6 +212,20 @@ class KeyringFingerprints(FactBase):
             'rm -rf "$tmp"; fi',
         )
 
+    def stamp_witness(self, path: str) -> StringCommand:
+        """What a deploy stamp replays instead (gpufleet.stamp): the keyring's sha256, and the
+        size, change time and inode of the ``gpg`` it would be read with. A fingerprint is a
+        digest of the key's own bytes (RFC 4880, 12.2), so while the file and ``gpg`` stay
+        the same, so does the fact; ``gpg`` with a home folder of its own costs five times as
+        much of a host's CPU."""
+        return StringCommand(
+            "if [ -f",
+            QuoteString(path),
+            "] && g=$(command -v gpg); then sha256sum <",
+            QuoteString(path),
+            '&& TZ=UTC0 stat -L -c "%s %z %i" "$g"; fi',
+        )
+
     @override
     def process(self, output: list[str]) -> list[str]:
         return [line.strip().upper() for line in output if line.strip()]
@@ -303,85 +316,3 @@ class PayloadState(FactBase):
     def process(self, output: list[str]) -> dict[str, str | None]:
         values = dict(line.strip().partition("=")[::2] for line in output if "=" in line)
         return {"digest": values.get("digest") or None, "link": values.get("link") or None}
-
-
-# Run by the environment's own python: for each "name==version", whether that distribution is
-# installed at that version with every file pip recorded for it (RECORD) present at its
-# recorded size. A cut-off install (no space left, a killed pip) or a deleted package directory
-# fails this, while pip itself would say "Requirement already satisfied". Compiled files are
-# skipped (Python rewrites them). Only stat calls: a fraction of a second for TensorFlow.
-_ENV_CHECK = r"""
-import importlib.metadata as md, os, re, sys
-norm = lambda name: re.sub(r"[-_.]+", "-", name).lower()
-wanted = {norm(n): v for n, v in (arg.split("==", 1) for arg in sys.argv[1:])}
-found = {}
-for dist in md.distributions():
-    name = norm(dist.metadata["Name"] or "")
-    if name in wanted and name not in found:
-        found[name] = dist
-for name, version in wanted.items():
-    dist = found.get(name)
-    if dist is None:
-        print("missing", name)
-    elif dist.version != version:
-        print("version", name, dist.version)
-    else:
-        bad = [str(f) for f in dist.files or () if f.size is not None
-               and not str(f).endswith(".pyc")
-               and (not os.path.isfile(f.locate()) or os.path.getsize(f.locate()) != f.size)]
-        if bad or not dist.files:
-            print("broken", name, len(bad), bad[0] if bad else "(no RECORD)")
-print("gpufleet-env: checked")
-"""
-
-
-class EnvProblems(FactBase):
-    """
-    What is wrong with pinned distributions in a Python environment, checked by its own
-    python from pip's RECORD (files present, sizes as installed); ``[]`` when all are sound.
-
-    .. code:: python
-
-        host.get_fact(EnvProblems, python="/opt/gpufleet/venvs/tf/bin/python",
-                      requirements=["tensorflow==2.21.0"])
-        # ["broken tensorflow 1840 tensorflow/__init__.py"] after rm -rf site-packages/tensorflow
-    """
-
-    @override
-    def command(self, python: str, requirements: list[str]) -> StringCommand:
-        return StringCommand(
-            "if [ -x",
-            QuoteString(python),
-            "]; then",
-            QuoteString(python),
-            "-I -c",
-            QuoteString(_ENV_CHECK),
-            *[QuoteString(r) for r in requirements],
-            "2>&1 || echo 'gpufleet-env: the check failed'; else echo 'gpufleet-env: no python';",
-            "fi",
-        )
-
-    def stamp_witness(self, python: str, requirements: list[str]) -> StringCommand:
-        """What a deploy stamp replays instead (gpufleet.stamp): the path, size and change time
-        of every file and link under the environment (compiled files aside, as the check skips
-        them; directories aside, as Python adds ``__pycache__`` to them) and of the
-        interpreter. The check reads nothing else, and no write leaves a file's change
-        time as it was, so while this prints the same so would the check; it takes a tenth of
-        the time (0.1 s against 0.43 s for the sandbox's 26,000 files)."""
-        prefix = posixpath.dirname(posixpath.dirname(python))
-        return StringCommand(
-            "find",
-            QuoteString(prefix),
-            "-xdev -name __pycache__ -prune -o \\( -type f -o -type l \\)",
-            "-printf '%p %s %C@ %l\\n' 2>/dev/null | sha256sum;",
-            "stat -L -c '%s %Z %i'",
-            QuoteString(python),
-            "2>/dev/null",
-        )
-
-    @override
-    def process(self, output: list[str]) -> list[str]:
-        lines = [line.strip() for line in output if line.strip()]
-        if "gpufleet-env: checked" not in lines:
-            return [" ".join(lines[-3:]) or "the environment check printed nothing"]
-        return [line for line in lines if line.split(" ", 1)[0] in ("missing", "version", "broken")]

@@ -10,7 +10,8 @@ from pyinfra.api import HiddenValue, OperationError, QuoteString, StringCommand,
 from pyinfra.facts.files import FileContents
 
 from gpufleet.matrix import locks
-from gpufleet.operations.probes import EnvProblems, PathExists, PipVersion
+from gpufleet.operations.env_check import EnvProblems
+from gpufleet.operations.probes import PathExists, PipVersion
 from gpufleet.operations.stdin import FETCH, PRIVATE_TMP, SECRET_ENV, secret_lines
 
 # Runs inside the environment (through the gpufleet-python wrapper, so the CUDA wheels are on

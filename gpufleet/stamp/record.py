@@ -31,6 +31,7 @@ from pyinfra.api.host import Host
 from pyinfra.context import ctx_host
 
 from gpufleet.stamp.canonical import NotCanonical, digest
+from gpufleet.stamp.witnesses import Witness, witness_of
 
 # Fact classes a stamp may name: they are imported again when the stamp is checked.
 TRUSTED_MODULES = ("pyinfra.facts.", "gpufleet.")
@@ -163,8 +164,9 @@ def install() -> None:
             raise
         finally:
             _PENDING.pop(host, None)
-        if getattr(cls, "stamp_witness", None) is not None and pending.arguments is not None:
-            pending = _witnessed(host, cls, pending, run_shell_command)
+        witness = witness_of(cls)
+        if witness is not None and pending.arguments is not None:
+            pending = _witnessed(host, witness, pending, run_shell_command)
         _note(recording, cls, pending, value)
         return value
 
@@ -229,13 +231,13 @@ def witness_value(ok: bool, lines: list[str]) -> str:
     return digest({"ok": ok, "lines": lines})
 
 
-def _witnessed(host: Host, cls: type, pending: _Pending, run: Any) -> _Pending:
+def _witnessed(host: Host, witness: Witness, pending: _Pending, run: Any) -> _Pending:
     """Run the fact's witness now, right after the fact: a cheaper command whose stdout stays
-    the same only while the fact's value would (``EnvProblems``: every file's size and change
-    time under the environment, instead of checking each against pip's RECORD)."""
+    the same only while the fact's value would (``EnvProblems``: the change time of every file
+    it reads, instead of checking each against pip's RECORD; gpufleet.stamp.witnesses)."""
     if pending.command is None or pending.problem is not None or pending.arguments is None:
         return pending
-    command, problem = shell_text(cls().stamp_witness(**pending.arguments))
+    command, problem = shell_text(witness(**pending.arguments))
     if command is None:
         return dataclasses.replace(pending, problem=problem)
     ok, output = run(host, StringCommand(command), **pending.connector_arguments)

@@ -38,7 +38,7 @@ ENV = "python=/opt/gpufleet/venvs/tf/bin/python, requirements=['tensorflow==2.21
 def install_commands(lock: str, requirement: str = "tensorflow[and-cuda]==2.21.0") -> list[str]:
     commands, _ = run_operation(
         "python.pip_install_checked",
-        {"files.FileContents": {STAMP: None}, "probes.EnvProblems": {ENV: []}},
+        {"files.FileContents": {STAMP: None}, "env_check.EnvProblems": {ENV: []}},
         python="/opt/gpufleet/venvs/tf/bin/python",
         requirement=requirement,
         tf_version="2.21.0",

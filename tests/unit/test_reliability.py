@@ -14,7 +14,7 @@ import pytest
 
 from gpufleet.drift.sentences import sentence_for
 from gpufleet.operations import connection, kernel
-from gpufleet.operations.probes import _ENV_CHECK, EnvProblems
+from gpufleet.operations.env_check import _ENV_CHECK, EnvProblems
 from gpufleet.spec import NodeSpec
 from gpufleet.stages.host_probe import HostState, PciDevice, parse_probe
 from gpufleet.stages.node import NodePlan

@@ -202,7 +202,7 @@ def test_finding09_secrets_reach_pip_through_its_environment_not_argv(tmp_path):
     proxy = "http://u:PR0XYPW@proxy.example:3128"
     facts = {
         "files.FileContents": {"path=/e/stamp": None},
-        "probes.EnvProblems": {"python=/e/bin/python, requirements=['tensorflow==2.21.0']": []},
+        "env_check.EnvProblems": {"python=/e/bin/python, requirements=['tensorflow==2.21.0']": []},
     }
     commands, _ = operation_commands(
         "python.pip_install_checked",

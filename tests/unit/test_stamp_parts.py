@@ -1,11 +1,14 @@
 """The deploy stamp's parts (issue 18): digests, the replay's shell script, what the recorder
-refuses, what a stamp file must be, and the environment check's witness."""
+refuses, what a stamp file must be, and the keyring's witness (the environment check's:
+test_env_witness.py)."""
 
 from __future__ import annotations
 
 import dataclasses
 import os
+import stat
 import subprocess
+import time
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -13,9 +16,9 @@ import pytest
 from pyinfra.api import MaskString, StringCommand
 from pyinfra.api.state import StateStage
 
-from gpufleet.operations.probes import EnvProblems
+from gpufleet.operations.env_check import EnvProblems
 from gpufleet.stages.host_probe import HostState
-from gpufleet.stamp import gate, record, store
+from gpufleet.stamp import gate, inputs, record, store
 from gpufleet.stamp.canonical import NotCanonical, digest
 from gpufleet.stamp.inputs import tree_digest
 from gpufleet.stamp.replay import StampReplay, differences, fact_class, replay_script, value_digest
@@ -75,7 +78,7 @@ def test_only_pyinfra_and_gpufleet_facts_are_ever_imported() -> None:
     for name in ("os:system", "subprocess:Popen", "gpufleet_evil.x:Fact", "pyinfra:__init__"):
         with pytest.raises(ValueError):
             fact_class(name)
-    assert fact_class("gpufleet.operations.probes:EnvProblems") is EnvProblems
+    assert fact_class("gpufleet.operations.env_check:EnvProblems") is EnvProblems
 
 
 def test_the_recorder_refuses_a_command_that_carries_a_secret() -> None:
@@ -163,29 +166,6 @@ def test_an_inventory_secret_enters_a_digest_only_as_its_own_digest() -> None:
     assert digest({"p": HiddenValue("s3cret")}) != digest({"p": HiddenValue("other")})
 
 
-def test_the_environment_witness_sees_a_truncated_file_but_not_compiled_files(
-    tmp_path: Path,
-) -> None:
-    env = tmp_path / "env"
-    (env / "bin").mkdir(parents=True)
-    (env / "bin" / "python").write_text("#!/bin/sh\n")
-    package = env / "lib" / "site-packages" / "pkg"
-    package.mkdir(parents=True)
-    (package / "__init__.py").write_text("x = 1\n" * 100)
-    witness = EnvProblems().stamp_witness(str(env / "bin" / "python"), ["pkg==1"]).get_raw_value()
-
-    def seen() -> str:
-        return subprocess.run(["sh", "-c", witness], capture_output=True, text=True).stdout
-
-    before = seen()
-    assert before == seen()
-    (package / "__pycache__").mkdir()
-    (package / "__pycache__" / "__init__.cpython-311.pyc").write_bytes(b"\0" * 64)
-    assert seen() == before  # Python writes these when TensorFlow is imported
-    os.truncate(package / "__init__.py", 10)
-    assert seen() != before
-
-
 def test_the_probe_fields_that_change_every_run_stay_out_of_a_stamp() -> None:
     from gpufleet.spec import NodeSpec
     from gpufleet.stages.node import NodePlan
@@ -212,3 +192,59 @@ def test_the_sources_digest_follows_every_shipped_file(tmp_path: Path) -> None:
     assert tree_digest(sources) == before
     (tmp_path / "pkg" / "a.py").write_text("A = 2\n")
     assert tree_digest(sources) != before
+
+
+def test_the_sources_digest_reads_again_every_file_that_may_have_changed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    package = tmp_path / "pkg"
+    package.mkdir()
+    (package / "a.py").write_text("A = 1\n")
+    (package / "b.py").write_text("B = 1\n")
+    sources, known = {"pkg": package}, tmp_path / "state" / "sources.json"
+    first = tree_digest(sources, known)
+    assert first == tree_digest(sources)  # the same digest, with or without what is known
+    assert stat.S_IMODE(known.stat().st_mode) == 0o600
+    read: list[Path] = []
+    real = inputs._sha256
+    monkeypatch.setattr(inputs, "_sha256", lambda path: read.append(path) or real(path))
+    assert tree_digest(sources, known) == first and read == []  # nothing read again
+    time.sleep(0.02)  # a change time is the kernel's coarse clock (a tick, up to 10 ms)
+    kept = (package / "a.py").stat()
+    (package / "a.py").write_text("A = 2\n")  # the same size, the old times put back
+    os.utime(package / "a.py", ns=(kept.st_atime_ns, kept.st_mtime_ns))
+    changed = tree_digest(sources, known)
+    assert read == [package / "a.py"]  # its change time told: read again, b.py was not
+    assert changed == tree_digest(sources) != first
+    known.chmod(0o644)  # what others could have written is never trusted
+    known.write_text(known.read_text().replace(real(package / "b.py"), "0" * 64))
+    assert tree_digest(sources, known) == tree_digest(sources)
+
+
+def test_the_keyring_witness_follows_the_keyring_and_gpg(tmp_path: Path) -> None:
+    from gpufleet.operations.probes import KeyringFingerprints
+
+    keyring = tmp_path / "nvidia.gpg"
+    keyring.write_bytes(b"\x99\x01\x0dkey one")
+    tools = tmp_path / "bin"
+    tools.mkdir()
+    (tools / "gpg").write_text("#!/bin/sh\n# a gpg\n")
+    (tools / "gpg").chmod(0o755)
+    witness = KeyringFingerprints().stamp_witness(str(keyring)).get_raw_value()
+    path = f"{tools}:/usr/bin:/bin"
+
+    def seen() -> str:
+        return subprocess.run(
+            ["sh", "-c", witness], capture_output=True, text=True, env={"PATH": path}
+        ).stdout
+
+    before = seen()
+    assert before == seen() and len(before.splitlines()) == 2
+    time.sleep(0.02)  # a change time is the kernel's coarse clock (a tick, up to 10 ms)
+    (tools / "gpg").write_text("#!/bin/sh\n#another\n")  # the same size: its change time tells
+    after_gpg = seen()
+    assert after_gpg != before
+    keyring.write_bytes(b"\x99\x01\x0dkey two")
+    assert seen() != after_gpg
+    keyring.unlink()
+    assert seen() == ""

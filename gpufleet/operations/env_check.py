@@ -1,0 +1,141 @@
+"""Whether the pinned distributions of a Python environment are installed whole (EnvProblems)."""
+
+from __future__ import annotations
+
+import posixpath
+import re
+
+from pyinfra.api import FactBase, QuoteString, StringCommand
+from typing_extensions import override
+
+# Run by the environment's own python: for each "name==version", whether that distribution is
+# installed at that version with every file pip recorded for it (RECORD) present at its
+# recorded size. A cut-off install (no space left, a killed pip) or a deleted package directory
+# fails this, while pip itself would say "Requirement already satisfied". Left out: compiled
+# files (Python rewrites them) and a package's C/C++ headers (``<package>/include/``, read only
+# when compiling against it: 10,922 of TensorFlow 2.21's 12,953 files, the TensorFlow C++ API).
+# The distribution is found by its folder's name, as pip finds it (``distribution``), which is
+# also how the stamp witness below finds it. Python 3.9 syntax: focal's venvs run it.
+_ENV_CHECK = r"""
+import importlib.metadata as md, os, re, sys
+norm = lambda name: re.sub(r"[-_.]+", "-", name).lower()
+headers = re.compile(r"[^/]*/include/")
+for arg in sys.argv[1:]:
+    name, _, version = arg.partition("==")
+    try:
+        dist = md.distribution(name)
+    except md.PackageNotFoundError:
+        print("missing", norm(name))
+        continue
+    if dist.version != version:
+        print("version", norm(name), dist.version)
+        continue
+    bad = [str(f) for f in dist.files or () if f.size is not None
+           and not str(f).endswith(".pyc") and not headers.match(str(f))
+           and (not os.path.isfile(f.locate()) or os.path.getsize(f.locate()) != f.size)]
+    if bad or not dist.files:
+        print("broken", norm(name), len(bad), bad[0] if bad else "(no RECORD)")
+print("gpufleet-env: checked")
+"""
+
+# The stamp's witness of the check (gpufleet.stamp): what the check reads, by change time.
+# $1 the python, $2 the environment, then one find(1) -iname pattern per distribution's name.
+# Printed: the interpreter (size, change time, inode) and pyvenv.cfg; for each site-packages,
+# every name at its top (a distribution or .pth file added or removed) with the change time of
+# each file there and in every *.dist-info/*.egg-info folder (names, versions, RECORD); then,
+# for each distribution's folder, the change time and inode of every file its RECORD lists
+# that the check reads (the same rules: a size, not .pyc, not under <package>/include/). An
+# egg-info distribution (no RECORD), or a RECORD with a quoted path (a comma in a name), is not
+# parsed here: the whole environment's files are then walked instead.
+_ENV_WITNESS = r"""python=$1 prefix=$2; shift 2
+export TZ=UTC0  # %z: the change time to the nanosecond (%Z is whole seconds), in one zone
+stat -L -c '%s %z %i' "$python" 2>/dev/null
+stat -c 'pyvenv.cfg %z %i' "$prefix/pyvenv.cfg" 2>/dev/null
+walk() {
+  find "$prefix" -xdev -name __pycache__ -prune -o \( -type f -o -type l \) -printf '%C@\n' \
+    2>/dev/null | sha256sum
+}
+for sp in "$prefix"/lib/python*/site-packages; do
+  cd "$sp" 2>/dev/null || continue
+  echo "$sp"
+  find . -mindepth 1 -maxdepth 2 \( -name __pycache__ -o -path './*/*' \
+      ! -path './*.dist-info/*' ! -path './*.egg-info/*' \) -prune \
+    -o -type d -printf '%p\n' -o -printf '%p %C@ %i\n' | LC_ALL=C sort | sha256sum
+  for name; do
+    find . -mindepth 1 -maxdepth 1 \( -iname "$name-*.dist-info" -o -iname "$name-*.egg-info" \
+        -o -iname "$name.egg-info" \) | LC_ALL=C sort |
+    while IFS= read -r dist; do
+      echo "$dist"
+      case $dist in *.dist-info) ;; *) walk; continue ;; esac
+      files=$(LC_ALL=C awk -F, '/^"/ {exit 3}
+        $3 != "" && $1 !~ /\.pyc$/ && $1 !~ /^[^\/]*\/include\// {print $1}' \
+        "$dist/RECORD" 2>/dev/null) || { walk; continue; }
+      printf '%s\n' "$files" | tr '\n' '\0' | xargs -0r stat -L -c '%z %i' -- 2>/dev/null |
+        sha256sum
+    done
+  done
+done
+"""
+
+
+def name_pattern(requirement: str) -> str:
+    """The ``find -iname`` pattern of a distribution's name in the folder names pip may have
+    given it: any case, any run of characters between the parts of its name. It matches every
+    folder the check's lookup can find (and perhaps more, which only makes the witness
+    stricter).
+
+    Example: ``name_pattern("tensorflow-cpu==2.21.0") == "tensorflow*cpu"``
+    """
+    name = requirement.partition("==")[0].split("[", 1)[0].strip()
+    return "*".join(part for part in re.split(r"[-_.]+", name) if part)
+
+
+class EnvProblems(FactBase):
+    """
+    What is wrong with pinned distributions in a Python environment, checked by its own
+    python from pip's RECORD (files present, sizes as installed); ``[]`` when all are sound.
+
+    .. code:: python
+
+        host.get_fact(EnvProblems, python="/opt/gpufleet/venvs/tf/bin/python",
+                      requirements=["tensorflow==2.21.0"])
+        # ["broken tensorflow 1840 tensorflow/__init__.py"] after rm -rf site-packages/tensorflow
+    """
+
+    @override
+    def command(self, python: str, requirements: list[str]) -> StringCommand:
+        return StringCommand(
+            "if [ -x",
+            QuoteString(python),
+            "]; then",
+            QuoteString(python),
+            "-I -c",
+            QuoteString(_ENV_CHECK),
+            *[QuoteString(r) for r in requirements],
+            "2>&1 || echo 'gpufleet-env: the check failed'; else echo 'gpufleet-env: no python';",
+            "fi",
+        )
+
+    def stamp_witness(self, python: str, requirements: list[str]) -> StringCommand:
+        """What a deploy stamp replays instead (gpufleet.stamp): the change time of every file
+        the check reads (``_ENV_WITNESS`` says which). Every write, truncation, rename, chmod
+        or re-link of a file sets its change time to now (Linux updates it on rename too), a
+        file removed drops a line and a distribution added adds one, so while this prints the
+        same so would the check. It takes 0.04 s of a sandbox host's CPU, against 0.15 s for
+        a walk of the whole environment (26,000 files) and 0.7 s for the check itself."""
+        prefix = posixpath.dirname(posixpath.dirname(python))
+        return StringCommand(
+            "sh -c",
+            QuoteString(_ENV_WITNESS),
+            "gpufleet-env",
+            QuoteString(python),
+            QuoteString(prefix),
+            *[QuoteString(name_pattern(r)) for r in requirements],
+        )
+
+    @override
+    def process(self, output: list[str]) -> list[str]:
+        lines = [line.strip() for line in output if line.strip()]
+        if "gpufleet-env: checked" not in lines:
+            return [" ".join(lines[-3:]) or "the environment check printed nothing"]
+        return [line for line in lines if line.split(" ", 1)[0] in ("missing", "version", "broken")]
