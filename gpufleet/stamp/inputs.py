@@ -16,7 +16,9 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
+import os
 import platform
+import stat
 from importlib import metadata
 from pathlib import Path
 from typing import Any
@@ -26,7 +28,11 @@ from pyinfra.api.host import Host
 from pyinfra.context import ctx_state
 
 from gpufleet.operations.payload import SKIP
+from gpufleet.stamp import store
 from gpufleet.stamp.canonical import digest
+
+# In the stamp folder, beside the stamps: the sources' digests by size, times and inode.
+SOURCES_FILE = "sources.json"
 
 
 def inputs_digest(
@@ -61,7 +67,7 @@ def _run_digest(state: Any, deploy_file: str, sources: dict[str, Path]) -> str:
             "pyinfra": metadata.version("pyinfra"),
             "python": platform.python_version(),
             "deploy_file": _file_digest(Path(deploy_file)),
-            "sources": tree_digest(sources),
+            "sources": tree_digest(sources, known=store.stamp_dir() / SOURCES_FILE),
             "inventory": _inventory(state.inventory),
         }
     )
@@ -89,22 +95,58 @@ def _inventory(inventory: Any) -> list[Any]:
     return hosts
 
 
-def tree_digest(sources: dict[str, Path]) -> str:
-    """sha256 over every file the validation payload ships (path and bytes, in order; caches
-    and compiled files left out, as the payload leaves them): 30 times faster than building
-    the payload's archive, which the stamp would otherwise have to do on every run."""
+def tree_digest(sources: dict[str, Path], known: Path | None = None) -> str:
+    """sha256 over every file the validation payload ships (path, executable bit and bytes, in
+    path order; caches and compiled files left out, as the payload leaves them): 30 times
+    faster than building the payload's archive, which the stamp would otherwise have to do on
+    every run. The cache folders are never entered (they hold as many files as the sources).
+
+    ``known``: a private JSON file (gpufleet.stamp.store) of each file's sha256 by its size,
+    modification and change times (to the nanosecond) and inode, as git's index keeps them: a
+    file whose four read the same is not read again (3 ms against 26 ms for gpufleet's
+    sources). Writing a file sets its change time, which nothing but the clock can set back.
+    """
+    before = _known_digests(known)
+    after: dict[str, list[Any]] = {}
     total = hashlib.sha256()
     for name, folder in sorted(sources.items()):
-        for path in sorted(folder.rglob("*")):
-            relative = path.relative_to(folder)
-            if any(part in SKIP for part in relative.parts) or path.suffix == ".pyc":
+        files: list[tuple[str, ...]] = []
+        for top, dirs, names in os.walk(folder):
+            dirs[:] = [d for d in dirs if d not in SKIP]
+            base = Path(top).relative_to(folder)
+            files.extend((base / n).parts for n in names if not n.endswith(".pyc"))
+        for parts in sorted(files):
+            path = folder.joinpath(*parts)
+            try:
+                info = path.stat()
+            except OSError:
                 continue
-            if path.is_file():
-                total.update(
-                    f"{name}/{relative.as_posix()}\0{path.stat().st_mode & 0o100}\0".encode()
-                )
-                total.update(hashlib.sha256(path.read_bytes()).digest())
+            if not stat.S_ISREG(info.st_mode):
+                continue
+            key = [info.st_size, info.st_mtime_ns, info.st_ctime_ns, info.st_ino]
+            seen = before.get(str(path))
+            sha = seen[4] if seen is not None and seen[:4] == key else _sha256(path)
+            after[str(path)] = [*key, sha]
+            total.update(f"{name}/{'/'.join(parts)}\0{info.st_mode & 0o100}\0".encode())
+            total.update(bytes.fromhex(sha))
+    if known is not None and after != before:
+        store.write_private(known, after)
     return total.hexdigest()
+
+
+def _known_digests(known: Path | None) -> dict[str, list[Any]]:
+    document = store.read_private(known) if known is not None else None
+    if not isinstance(document, dict):
+        return {}
+    return {
+        path: entry
+        for path, entry in document.items()
+        if isinstance(entry, list) and len(entry) == 5 and isinstance(entry[4], str)
+    }
+
+
+def _sha256(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
 
 
 def _file_digest(path: Path) -> str | None:

@@ -20,6 +20,7 @@ import stat
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
+from typing import Any
 
 from gpufleet.stamp.record import FactRead
 
@@ -53,12 +54,16 @@ def stamp_path(host: str) -> Path:
 
 def save(stamp: Stamp) -> Path:
     """Write ``stamp`` atomically, mode 600 in a mode 700 folder."""
-    folder = stamp_dir()
+    return write_private(stamp_path(stamp.host), {"format": FORMAT, **asdict(stamp)})
+
+
+def write_private(path: Path, document: object) -> Path:
+    """Write ``document`` as JSON to ``path`` in the stamp folder, atomically, mode 600 in a
+    mode 700 folder."""
+    folder = path.parent
     folder.mkdir(mode=0o700, parents=True, exist_ok=True)
     os.chmod(folder, 0o700)
-    path = stamp_path(stamp.host)
     temporary = path.with_suffix(f".{os.getpid()}.tmp")
-    document = {"format": FORMAT, **asdict(stamp)}
     handle = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600)
     with os.fdopen(handle, "w") as out:
         json.dump(document, out, sort_keys=True)
@@ -66,14 +71,22 @@ def save(stamp: Stamp) -> Path:
     return path
 
 
-def load(host: str) -> Stamp | None:
-    """The stamp of ``host``, or None (none yet, unreadable, or not safe to trust)."""
-    path = stamp_path(host)
+def read_private(path: Path) -> object | None:
+    """The JSON document at ``path``, or None when absent, unreadable or not this user's
+    alone (in a folder that is not either)."""
     try:
         if not (_private(path.parent, stat.S_ISDIR) and _private(path, stat.S_ISREG)):
             return None
-        document = json.loads(path.read_text())
-        if document.get("format") != FORMAT or document.get("host") != host:
+        return json.loads(path.read_text())
+    except (OSError, ValueError):
+        return None
+
+
+def load(host: str) -> Stamp | None:
+    """The stamp of ``host``, or None (none yet, unreadable, or not safe to trust)."""
+    document: Any = read_private(stamp_path(host))
+    try:
+        if document is None or document.get("format") != FORMAT or document.get("host") != host:
             return None
         facts = [
             FactRead(
