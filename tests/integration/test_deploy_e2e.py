@@ -208,6 +208,24 @@ def test_the_run_after_one_that_changed_nothing_plans_nothing(first_run: Run) ->
     assert not re.search(rf"\[{REFUSED}\]{stamped}", run.log, re.M)
 
 
+def test_a_unit_stopped_after_the_stamp_is_planned_again(first_run: Run, sandbox: Sandbox) -> None:
+    """The stamp's replay reads every unit in one `systemctl show` and its environment check
+    through a witness (gpufleet.stamp.merged, gpufleet.operations.env_check): a timer stopped
+    by hand makes that host's stamp read differently, and its plan starts the timer again; the
+    other hosts stay stamped."""
+    stopped = GOOD[0]
+    assert sandbox.ssh(stopped, f"systemctl stop {monitoring.TIMER}").returncode == 0
+    try:
+        run = pyinfra("--dry", "--parallel", "4")
+        stamped = r"\s+gpufleet plan: .*; unchanged \(deploy stamp\)$"
+        assert not re.search(rf"\[{stopped}\]{stamped}", run.log, re.M), run.log[-4000:]
+        assert [op for op in run.ops_touching(stopped) if monitoring.TIMER in op], run.log[-4000:]
+        for name in GOOD[1:]:
+            assert re.search(rf"\[{name}\]{stamped}", run.log, re.M), run.log[-4000:]
+    finally:
+        sandbox.ssh(stopped, f"systemctl start {monitoring.TIMER}")
+
+
 def test_quick_validation_passes_on_the_provisioned_hosts(
     first_run: Run, results_dir: Path
 ) -> None:
