@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import re
 import socket
 import subprocess
@@ -240,12 +241,31 @@ def first_failure(results: Sequence[Result]) -> tuple[str, str] | None:
     return None
 
 
+# Each Slurm round leaves what it decided here, so an operator (and a test) can see when the
+# check last ran on a node and why it drained or resumed it.
+LAST_ROUND = Path("/run/gpufleet/healthcheck-last.json")
+
+
+def record_round(path: Path, node: str, failure: object, why: str) -> None:
+    """Write the round's outcome atomically (readers never see half a file)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}")
+    tmp.write_text(
+        json.dumps({"node": node, "finished_at": time.time(), "failure": failure, "why": why})
+        + "\n"
+    )
+    tmp.replace(path)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m validation.healthcheck")
     parser.add_argument("--config", type=Path, default=Path("/etc/gpufleet/healthcheck.json"))
     parser.add_argument("--slurm", action="store_true", help="drain/resume this node in Slurm")
     parser.add_argument("--node", help="the Slurm node name (default: the short host name)")
     parser.add_argument("--json", action="store_true", help="print the results as JSON")
+    parser.add_argument(
+        "--last-round", type=Path, default=LAST_ROUND, help="where a --slurm round is recorded"
+    )
     args = parser.parse_args(argv)
     started = time.monotonic()
     try:
@@ -273,6 +293,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(f"gpufleet-healthcheck: {exc}", file=sys.stderr)
             return 2
         print(action.why)
+        record_round(args.last_round, node, failure, action.why)
     return 1 if failure else 0
 
 

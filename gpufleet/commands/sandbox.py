@@ -43,6 +43,27 @@ def build_parser() -> argparse.ArgumentParser:
         action="store_true",
         help="also run a Slurm cluster: slurmctld on the first host, slurmd on every host",
     )
+    up.add_argument(
+        "--from-snapshot",
+        metavar="NAME",
+        default=None,
+        help="boot each host on its disk in snapshot NAME (provisioned hosts in seconds)",
+    )
+    up.add_argument(
+        "--bare",
+        action="append",
+        metavar="HOST",
+        help="with --from-snapshot: HOST starts bare all the same (repeat it)",
+    )
+    snap = sub.add_parser(
+        "snapshot", help="keep the hosts' disks as snapshot NAME (each host reboots once)"
+    )
+    snap.add_argument("name", help="e.g. provisioned-22.04")
+    snap.add_argument(
+        "--host", action="append", help="a host to keep (repeat it; default every host)"
+    )
+    forget = sub.add_parser("forget", help="delete a snapshot no running host boots on")
+    forget.add_argument("name")
     sub.add_parser("status", help="show the running sandbox's hosts and services")
     sub.add_parser("down", help="stop every sandbox process and remove its namespaces and mounts")
     stop = sub.add_parser("stop", help="power one host off, keeping its disk (start boots it)")

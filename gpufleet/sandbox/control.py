@@ -20,7 +20,12 @@ Provision them with:  pyinfra -y inventories/sandbox.py deploy/gpu_node.py
 def cmd_up(args: argparse.Namespace) -> int:
     started = time.monotonic()
     state = fleet.up(
-        args.hosts, args.image, standins=not args.no_standins, slurm=getattr(args, "slurm", False)
+        args.hosts,
+        args.image,
+        standins=not args.no_standins,
+        slurm=getattr(args, "slurm", False),
+        from_snapshot=getattr(args, "from_snapshot", None),
+        bare=getattr(args, "bare", None) or (),
     )
     elapsed = time.monotonic() - started
     print(f"sandbox up in {elapsed:.1f} s: {state.image}, {len(state.hosts)} host(s)")
@@ -77,6 +82,22 @@ def cmd_start(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_snapshot(args: argparse.Namespace) -> int:
+    from gpufleet.sandbox.snapshot_take import take
+
+    meta = take(args.name, args.host or ())
+    print(f"snapshot {meta.name}: {', '.join(meta.hosts)} ({meta.image}); the hosts run on it")
+    print(f"bring provisioned hosts up from it: gpufleet sandbox up --from-snapshot {meta.name}")
+    return 0
+
+
+def cmd_forget(args: argparse.Namespace) -> int:
+    from gpufleet.sandbox.snapshot import forget
+
+    print(f"snapshot {args.name} {'deleted' if forget(args.name) else 'was not there'}")
+    return 0
+
+
 def cmd_down(args: argparse.Namespace) -> int:
     started = time.monotonic()
     fleet.down()
@@ -91,7 +112,7 @@ def cmd_down(args: argparse.Namespace) -> int:
 def run(args: argparse.Namespace) -> int:
     """Do what `gpufleet sandbox` was asked; the exit status."""
     try:
-        if args.action in ("down", "stop", "start"):
+        if args.action in ("down", "stop", "start", "snapshot", "forget"):
             fleet.check_root()
         handlers = {
             "up": cmd_up,
@@ -99,6 +120,8 @@ def run(args: argparse.Namespace) -> int:
             "down": cmd_down,
             "stop": cmd_stop,
             "start": cmd_start,
+            "snapshot": cmd_snapshot,
+            "forget": cmd_forget,
         }
         handler = handlers[args.action]
         return handler(args)

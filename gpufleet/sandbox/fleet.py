@@ -7,11 +7,13 @@ import shutil
 import socket
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from gpufleet.sandbox import aptproxy, hosts, image, leader, network, ours, procs, supervisor
+from gpufleet.sandbox import snapshot as snapshots
+from gpufleet.sandbox.snapshot import SnapshotMeta
 from gpufleet.sandbox.state import (
     CACHE_DIR,
     GATEWAY,
@@ -112,12 +114,16 @@ def start_supervisor(name: str, state_dir: Path) -> int:
     return procs.start_detached(command, state_dir / "log" / f"{name}.log")
 
 
-def start_host(index: int, root_image: Path, state_dir: Path) -> HostState:
-    """Give host `index` its network, root and identity, and start its supervisor."""
+def start_host(
+    index: int, root_image: Path, state_dir: Path, layers: list[Path] | None = None
+) -> HostState:
+    """Give host `index` its network, root (over a snapshot's `layers`, if any) and identity,
+    and start its supervisor."""
     name, address = host_name(index), host_address(index)
     network.create_host_network(name, address, network.owner_tag(state_dir))
-    hosts.prepare_host(name, address, root_image, state_dir)
+    hosts.prepare_host(name, address, root_image, state_dir, layers or [])
     return HostState(
+        layers=[str(layer) for layer in layers or []],
         name=name,
         address=address,
         ssh_key=str(hosts.client_key(state_dir)),
@@ -176,8 +182,11 @@ def wheelhouse_lock(state: SandboxState) -> str:
         raise SandboxError(str(exc)) from None
 
 
-def start_standins(state: SandboxState, state_dir: Path, cache: Path, log: Log) -> None:
-    """Engineer B's stand-ins: the signed NVIDIA repository, the wheelhouse, the HTTP server."""
+def start_standins(
+    state: SandboxState, state_dir: Path, cache: Path, log: Log, kept: SnapshotMeta | None = None
+) -> None:
+    """Engineer B's stand-ins: the signed NVIDIA repository (the one `kept` with a snapshot,
+    whose key its hosts trust, or a new one), the wheelhouse, the HTTP server."""
     from gpufleet import matrix
     from gpufleet.sandbox.serve import start_server
     from gpufleet.sandbox.standins import build_nvidia_repo
@@ -188,14 +197,19 @@ def start_standins(state: SandboxState, state_dir: Path, cache: Path, log: Log) 
     repo_distro = matrix.nvidia_repo_distro(os_id, os_version)
     repo_arch = matrix.nvidia_repo_arch(os.uname().machine)
     started = time.monotonic()
-    repo = build_nvidia_repo(
-        www,
-        repo_distro=repo_distro,
-        repo_arch=repo_arch,
-        kernel_release=state.kernel_release,
-        tf_version=sandbox_spec(state).tf_version,
-    )
-    log(f"stand-in NVIDIA repository built in {time.monotonic() - started:.1f} s")
+    if kept is not None and kept.repo_key_path:
+        key_path, fingerprint = snapshots.restore_standins(kept, www, state_dir)
+        log(f"stand-in NVIDIA repository of snapshot {kept.name} served again")
+    else:
+        repo = build_nvidia_repo(
+            www,
+            repo_distro=repo_distro,
+            repo_arch=repo_arch,
+            kernel_release=state.kernel_release,
+            tf_version=sandbox_spec(state).tf_version,
+        )
+        key_path, fingerprint = repo.key_file.relative_to(www).as_posix(), repo.fingerprint
+        log(f"stand-in NVIDIA repository built in {time.monotonic() - started:.1f} s")
     started = time.monotonic()
     python_version = image.image_spec(state.image).python_version
     lock = wheelhouse_lock(state)
@@ -207,8 +221,8 @@ def start_standins(state: SandboxState, state_dir: Path, cache: Path, log: Log) 
     save_state(state, state_dir)
     base = f"http://{GATEWAY}:{HTTP_PORT}"
     state.nvidia_repo_url = f"{base}/nvidia"
-    state.nvidia_repo_key_url = f"{base}/{repo.key_file.relative_to(www).as_posix()}"
-    state.nvidia_repo_key_fingerprint = repo.fingerprint
+    state.nvidia_repo_key_url = f"{base}/{key_path}"
+    state.nvidia_repo_key_fingerprint = fingerprint
     state.pip_index_url = f"{base}/simple"
 
 
@@ -218,16 +232,25 @@ def up(
     *,
     standins: bool = True,
     slurm: bool = False,
+    from_snapshot: str | None = None,
+    bare: Sequence[str] = (),
     state_dir: Path = STATE_DIR,
     cache: Path = CACHE_DIR,
     log: Log = print,
 ) -> SandboxState:
-    """Bring up `count` hosts (after cleaning up whatever a crash left); return the new state."""
+    """Bring up `count` hosts (after cleaning up whatever a crash left), each on its disk in
+    snapshot `from_snapshot` when that has one and it is not named in `bare`; return the new
+    state."""
     check_host_count(count)
     check_prerequisites()
     check_inotify(count)
+    kept = snapshots.load(from_snapshot, state_dir) if from_snapshot else None
+    if kept is not None:
+        snapshots.check_usable(kept, image_name)
+        image_name = kept.image
+        kept.hosts = [name for name in kept.hosts if name not in bare]
     with procs.exclusive(state_dir / ".lock", "sandbox", log):
-        return _up(count, image_name, standins, state_dir, cache, log, slurm=slurm)
+        return _up(count, image_name, standins, state_dir, cache, log, slurm=slurm, kept=kept)
 
 
 def _up(
@@ -239,6 +262,7 @@ def _up(
     log: Log,
     *,
     slurm: bool = False,
+    kept: SnapshotMeta | None = None,
 ) -> SandboxState:
     leftovers = _down(state_dir, lambda _m: None)
     if leftovers:
@@ -253,7 +277,10 @@ def _up(
     root_image = image.ensure_image(spec, cache, log=log)
     started = time.monotonic()
     state = SandboxState(
-        image=spec.name, os=[spec.os_id, spec.os_version], kernel_release=os.uname().release
+        image=spec.name,
+        os=[spec.os_id, spec.os_version],
+        kernel_release=os.uname().release,
+        snapshot=kept.name if kept else "",
     )
     state_dir.mkdir(parents=True, exist_ok=True)
     save_state(state, state_dir)  # from here on, `down` can find and stop what we start
@@ -263,7 +290,8 @@ def _up(
         state.pids["apt_proxy"] = aptproxy.start_apt_proxy(state_dir, cache)
         save_state(state, state_dir)
         for index in range(1, count + 1):
-            state.hosts.append(start_host(index, root_image, state_dir))
+            layers = snapshots.layers_of(kept, host_name(index), state_dir) if kept else []
+            state.hosts.append(start_host(index, root_image, state_dir, layers))
             save_state(state, state_dir)
         hosts.known_hosts_file(state_dir).write_text(
             "".join(hosts.known_hosts_line(h.name, h.address, state_dir) for h in state.hosts)
@@ -277,7 +305,7 @@ def _up(
                 )
         log(f"{count} host(s) up and answering SSH in {time.monotonic() - started:.1f} s")
         if standins:
-            start_standins(state, state_dir, cache, log)
+            start_standins(state, state_dir, cache, log, kept)
         else:
             state.notes.append("started without stand-ins (--no-standins): hosts only")
         save_state(state, state_dir)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import secrets
 import shutil
 import subprocess
+from collections.abc import Sequence
 from pathlib import Path
 
 from gpufleet.sandbox.state import STATE_DIR, SandboxError
@@ -55,22 +56,33 @@ def ensure_host_key(name: str, state_dir: Path = STATE_DIR) -> Path:
     return key
 
 
-def overlay_mount_command(lower: Path, upper: Path, work: Path, merged: Path) -> list[str]:
+def overlay_mount_command(
+    lower: Path | Sequence[Path], upper: Path, work: Path, merged: Path
+) -> list[str]:
+    """``mount -t overlay``; with several lower layers the first is the topmost."""
+    lowers = [lower] if isinstance(lower, Path) else list(lower)
     return [
         "mount",
         "-t",
         "overlay",
         "overlay",
         "-o",
-        f"lowerdir={lower},upperdir={upper},workdir={work}",
+        f"lowerdir={':'.join(str(p) for p in lowers)},upperdir={upper},workdir={work}",
         str(merged),
     ]
 
 
-def prepare_host(name: str, address: str, image: Path, state_dir: Path = STATE_DIR) -> Path:
+def prepare_host(
+    name: str,
+    address: str,
+    image: Path,
+    state_dir: Path = STATE_DIR,
+    layers: Sequence[Path] = (),
+) -> Path:
     """Mount a fresh overlay root for `name` and give it its identity; return the root.
 
-    Each `up` starts from a clean upper layer, so every sandbox run provisions bare hosts.
+    Each `up` starts from a clean upper layer over `layers` (a snapshot of the host, topmost
+    first) and the base image: bare hosts without layers.
     """
     base = host_dir(name, state_dir)
     shutil.rmtree(base, ignore_errors=True)
@@ -78,7 +90,7 @@ def prepare_host(name: str, address: str, image: Path, state_dir: Path = STATE_D
     for path in (upper, work, root):
         path.mkdir(parents=True)
     proc = subprocess.run(
-        overlay_mount_command(image, upper, work, root), capture_output=True, text=True
+        overlay_mount_command([*layers, image], upper, work, root), capture_output=True, text=True
     )
     if proc.returncode != 0:
         raise SandboxError(f"cannot mount the overlay root of {name}: {proc.stderr.strip()}")

@@ -68,6 +68,8 @@ class HostState:
     supervisor_pid: int | None = None
     # identifies the host's network namespace even after its name is gone (see leader.py)
     netns_inode: int | None = None
+    # snapshot layers its root mounts between its own changes and the base image (snapshot.py)
+    layers: list[str] = field(default_factory=list)
 
 
 @dataclass
@@ -86,6 +88,7 @@ class SandboxState:
     kernel_release: str = ""
     slurm_controller: str = ""  # the slurmctld host's address; empty: no Slurm cluster
     notes: list[str] = field(default_factory=list)
+    snapshot: str = ""  # the snapshot the hosts were brought up from; empty: bare hosts
 
     def to_json(self) -> str:
         return json.dumps(asdict(self), indent=2, sort_keys=True) + "\n"

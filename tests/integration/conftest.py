@@ -1,4 +1,12 @@
-"""Fixtures that bring a real sandbox fleet up for a test module and always take it down."""
+"""Fixtures that bring a real sandbox fleet up for a test module and always take it down, and
+the session's snapshot of provisioned hosts that most modules start from.
+
+A first deploy takes minutes; most modules only need "a provisioned host". The deploy e2e
+provisions three hosts with the real deploy (the behaviour under test) and keeps their disks as
+the snapshot `PROVISIONED`; later modules boot hosts on it (`running_sandbox(...,
+from_snapshot=...)`) in seconds, each a fresh copy, so one module's tampering never reaches
+another. Modules run in `MODULE_ORDER`, the deploy e2e first.
+"""
 
 from __future__ import annotations
 
@@ -19,6 +27,7 @@ from gpufleet.sandbox.state import STATE_DIR, SandboxState, load_state
 
 REPO = Path(__file__).resolve().parents[2]
 NEEDED_TOOLS = ("systemd-nspawn", "debootstrap", "apt-cacher-ng")
+DEPLOY = "deploy/gpu_node.py"
 
 
 def sandbox_skip_reason() -> str | None:
@@ -36,9 +45,44 @@ def sandbox_skip_reason() -> str | None:
 
 @pytest.fixture(autouse=True)
 def _needs_sandbox_tools() -> None:
+    """Skip where the sandbox cannot run; in CI (CI=true) that is a failure, never a skip."""
     reason = sandbox_skip_reason()
+    if reason and os.environ.get("CI", "").lower() in ("1", "true", "yes"):
+        pytest.fail(f"CI must run the integration tier, but {reason}")
     if reason:
         pytest.skip(reason)
+
+
+# The order modules run in: the deploy e2e first (it takes the provisioned snapshot), then the
+# modules that boot on it, then those that need bare hosts or a sandbox of their own. A module
+# not named here runs last, in file order.
+MODULE_ORDER = (
+    "test_deploy_e2e",
+    "test_cluster_e2e",
+    "test_calibrate_e2e",
+    "test_verdicts_e2e",
+    "test_cluster_srun_e2e",
+    "test_repo_faults_e2e",
+    "test_faults_e2e",
+    "test_host_loss_e2e",
+    "test_slurm_e2e",
+    "test_fleet_cache_e2e",
+    "test_os_matrix_e2e",
+    "test_security_e2e",
+    "test_sandbox_lifecycle",
+)
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Run the integration modules in MODULE_ORDER, each module's tests in file order."""
+
+    def rank(item: pytest.Item) -> int:
+        module = Path(str(item.fspath)).stem
+        if "integration" not in Path(str(item.fspath)).parts:
+            return -1  # other tiers keep their place, before this one
+        return MODULE_ORDER.index(module) if module in MODULE_ORDER else len(MODULE_ORDER)
+
+    items.sort(key=rank)  # stable: file order within a module
 
 
 def gpufleet(
@@ -71,27 +115,38 @@ class Sandbox:
         self, host: int | str, command: str, timeout: float = 120
     ) -> subprocess.CompletedProcess[str]:
         """Run `command` on a host as root over SSH, checking its host key strictly."""
-        address = self.address(host)
         return subprocess.run(
-            [
-                "ssh",
-                "-i",
-                str(STATE_DIR / "id_ed25519"),
-                "-o",
-                f"UserKnownHostsFile={STATE_DIR / 'known_hosts'}",
-                "-o",
-                "StrictHostKeyChecking=yes",
-                "-o",
-                "BatchMode=yes",
-                "-o",
-                "ConnectTimeout=3",
-                f"root@{address}",
-                command,
-            ],
-            capture_output=True,
-            text=True,
-            timeout=timeout,
+            self.ssh_command(host, command), capture_output=True, text=True, timeout=timeout
         )
+
+    def ssh_popen(self, host: int | str, command: str) -> subprocess.Popen[str]:
+        """Start `command` on a host over SSH and return at once (stdout, stderr piped)."""
+        return subprocess.Popen(
+            self.ssh_command(host, command),
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+
+    def ssh_command(self, host: int | str, command: str) -> list[str]:
+        """The ssh command line that runs `command` on a host as root, host key checked."""
+        address = self.address(host)
+        return [
+            "ssh",
+            "-i",
+            str(STATE_DIR / "id_ed25519"),
+            "-o",
+            f"UserKnownHostsFile={STATE_DIR / 'known_hosts'}",
+            "-o",
+            "StrictHostKeyChecking=yes",
+            "-o",
+            "BatchMode=yes",
+            "-o",
+            "ConnectTimeout=3",
+            f"root@{address}",
+            command,
+        ]
 
     def address(self, host: int | str) -> str:
         if isinstance(host, int):
@@ -106,12 +161,23 @@ BOOT_ID = "cat /proc/sys/kernel/random/boot_id"
 
 
 @contextmanager
-def running_sandbox(hosts: int, *, standins: bool, image: str | None = None) -> Iterator[Sandbox]:
-    """`gpufleet sandbox up` (on `image`, default the sandbox's choice), yield, then `gpufleet
-    sandbox down` whatever happened."""
+def running_sandbox(
+    hosts: int,
+    *,
+    standins: bool,
+    image: str | None = None,
+    slurm: bool = False,
+    from_snapshot: str | None = None,
+    bare: tuple[str, ...] = (),
+) -> Iterator[Sandbox]:
+    """`gpufleet sandbox up` (on `image`, default the sandbox's choice; each host on its disk in
+    `from_snapshot`), yield, then `gpufleet sandbox down` whatever happened."""
     image_existed = any(images_dir().glob(f"*/{MARKER}"))
     args = ["sandbox", "up", "--hosts", str(hosts)] + ([] if standins else ["--no-standins"])
     args += ["--image", image] if image else []
+    args += ["--slurm"] if slurm else []
+    args += ["--from-snapshot", from_snapshot] if from_snapshot else []
+    args += [arg for name in bare for arg in ("--bare", name)]
     gpufleet("sandbox", "down", timeout=300)  # a sandbox left by someone else is not timed
     started = time.monotonic()
     try:
@@ -120,3 +186,49 @@ def running_sandbox(hosts: int, *, standins: bool, image: str | None = None) -> 
         yield Sandbox(load_state(), up_s, image_existed)
     finally:
         gpufleet("sandbox", "down", check=False, timeout=300)
+
+
+# The snapshot of three hosts provisioned by the real deploy with the sandbox inventory.
+PROVISIONED = "tests-provisioned"
+PROVISIONED_HOSTS = ("gfsb-h1", "gfsb-h2", "gfsb-h3")
+_taken: list[str] = []
+
+
+def keep_provisioned(hosts: tuple[str, ...] = PROVISIONED_HOSTS) -> str:
+    """Snapshot the running sandbox's `hosts`, just provisioned, as PROVISIONED (each reboots
+    once, onto the snapshot); later modules of this session boot on it."""
+    gpufleet("sandbox", "forget", PROVISIONED, check=False)  # an earlier session's
+    gpufleet("sandbox", "snapshot", PROVISIONED, *(a for h in hosts for a in ("--host", h)))
+    _taken.append(PROVISIONED)
+    return PROVISIONED
+
+
+def first_deploy(inventory: str | Path = "inventories/sandbox.py", *args: str) -> None:
+    """The real pyinfra CLI runs the deploy on every host of the inventory; fails with its log."""
+    proc = subprocess.run(
+        [str(Path(sys.executable).with_name("pyinfra")), "-y", *args, str(inventory), DEPLOY],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=1800,
+    )
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+
+
+@pytest.fixture(scope="session")
+def provisioned() -> str:
+    """The name of the session's provisioned snapshot; made here (three hosts, the real first
+    deploy) only when the deploy e2e has not made it already."""
+    if PROVISIONED not in _taken:
+        with running_sandbox(len(PROVISIONED_HOSTS), standins=True):
+            first_deploy("inventories/sandbox.py", "--parallel", "3")
+            keep_provisioned()
+    return PROVISIONED
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _forget_snapshots() -> Iterator[None]:
+    """Snapshots hold this code's deploy: none outlives the session that took it."""
+    yield
+    for name in _taken:
+        gpufleet("sandbox", "forget", name, check=False)

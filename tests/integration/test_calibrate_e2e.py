@@ -9,8 +9,6 @@ The sandbox hosts have no GPU: the figures are CPU timings and the file is of th
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -19,7 +17,7 @@ import pytest
 from gpufleet.matrix import calibration
 from gpufleet.matrix.floor_checks import figures_from
 from gpufleet.report.schema import validate_results
-from tests.integration.conftest import REPO, Sandbox, gpufleet, running_sandbox
+from tests.integration.conftest import Sandbox, first_deploy, gpufleet, running_sandbox
 
 pytestmark = pytest.mark.integration
 
@@ -38,8 +36,8 @@ sandbox = (host_entries(_state), _data)
 
 
 @pytest.fixture(scope="module")
-def sandbox() -> Iterator[Sandbox]:
-    with running_sandbox(1, standins=True) as running:
+def sandbox(provisioned: str) -> Iterator[Sandbox]:
+    with running_sandbox(1, standins=True, from_snapshot=provisioned) as running:
         yield running
 
 
@@ -51,17 +49,9 @@ def _inventory(directory: Path, name: str, **extra: object) -> Path:
 
 @pytest.fixture(scope="module")
 def inventory(sandbox: Sandbox, tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """The sandbox inventory, provisioned with the real pyinfra CLI."""
+    """The sandbox inventory, deployed with the real pyinfra CLI on a provisioned host."""
     path = _inventory(tmp_path_factory.mktemp("inventory"), "plain.py")
-    pyinfra = str(Path(sys.executable).with_name("pyinfra"))
-    proc = subprocess.run(
-        [pyinfra, "-y", str(path), "deploy/gpu_node.py"],
-        cwd=REPO,
-        capture_output=True,
-        text=True,
-        timeout=1800,
-    )
-    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    first_deploy(path)
     return path
 
 

@@ -23,7 +23,7 @@ from gpufleet.cluster.config import IPERF3_PORT, WORKER_PORT
 from gpufleet.cluster.output import TEXTFILE
 from gpufleet.cluster.schema import validate_cluster_results
 from gpufleet.sandbox.network import veth_name
-from tests.integration.conftest import REPO, Sandbox, gpufleet, running_sandbox
+from tests.integration.conftest import REPO, Sandbox, first_deploy, gpufleet, running_sandbox
 
 pytestmark = pytest.mark.integration
 
@@ -38,18 +38,11 @@ WORKER_PID = (
 
 
 @pytest.fixture(scope="module")
-def fleet() -> Iterator[Sandbox]:
-    """Three sandbox hosts, provisioned with the real deploy (iperf3 and ping included)."""
-    with running_sandbox(3, standins=True) as sandbox:
-        pyinfra = str(Path(sys.executable).with_name("pyinfra"))
-        proc = subprocess.run(
-            [pyinfra, "-y", INVENTORY, "deploy/gpu_node.py"],
-            cwd=REPO,
-            capture_output=True,
-            text=True,
-            timeout=1800,
-        )
-        assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+def fleet(provisioned: str) -> Iterator[Sandbox]:
+    """Three sandbox hosts booted on the provisioned snapshot (the real deploy, iperf3 and ping
+    included), the deploy run once more to converge them."""
+    with running_sandbox(3, standins=True, from_snapshot=provisioned) as sandbox:
+        first_deploy(INVENTORY, "--parallel", "3")
         yield sandbox
 
 
@@ -118,8 +111,10 @@ def test_the_cluster_tier_passes_once_the_link_is_back(fleet: Sandbox, tmp_path:
     assert doc["network"]["mode"] == "all_pairs" and len(links) == 6
     # the MTU the host's interface really has (the sandbox's veths follow this machine's)
     mtu = {h: int(fleet.ssh(h, "cat /sys/class/net/eth0/mtu").stdout) for h in HOSTS}
+    # Healthy links are told from the 100 Mbit/s throttle above by a wide margin (3x), and a
+    # veth's round trip from a WAN's; never by what a loaded 2-core machine happens to give.
     for link in links:
-        assert link["gbps"] >= 0.7 and link["latency_ms"] < 1.0, link
+        assert link["gbps"] >= 0.3 and link["latency_ms"] < 5.0, link
         assert link["interface"] == "eth0" and link["mtu"] == mtu[link["source"]], link
     training = doc["training"]
     assert training["status"] == "pass" and training["identical_weights"] is True

@@ -1,17 +1,14 @@
 """Issue 16 item 2 on the sandbox: the cluster tier's workers as srun jobs of a real Slurm.
 
 `gpufleet sandbox up --hosts 3 --slurm` (slurmctld on the first host, slurmd on all three),
-the whole deploy, then `gpufleet validate --tier cluster`: the inventory says
-`scheduler: slurm`, so every worker and the single-host reference run are one-task exclusive
-jobs on their own nodes. Takes about 4.5 minutes, so it runs on request (CI's time budget).
+on hosts booted on the session's provisioned snapshot, the whole deploy, then `gpufleet validate
+--tier cluster`: the inventory says `scheduler: slurm`, so every worker and the single-host
+reference run are one-task exclusive jobs on their own nodes.
 """
 
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -19,41 +16,21 @@ from pathlib import Path
 import pytest
 
 from gpufleet.cluster.schema import validate_cluster_results
-from gpufleet.sandbox.state import load_state
-from tests.integration.conftest import REPO, Sandbox, gpufleet
+from tests.integration.conftest import Sandbox, first_deploy, gpufleet, running_sandbox
 
-SRUN_E2E = "GPUFLEET_E2E_SRUN"
-pytestmark = [
-    pytest.mark.integration,
-    pytest.mark.skipif(
-        os.environ.get(SRUN_E2E) != "1",
-        reason=f"the ~4.5 min srun cluster e2e runs on request: {SRUN_E2E}=1 (CI's time budget)",
-    ),
-]
+pytestmark = pytest.mark.integration
 INVENTORY = "inventories/sandbox.py"
 
 
 @pytest.fixture(scope="module")
-def slurm_fleet() -> Iterator[Sandbox]:
-    """Three Slurm nodes, provisioned with the whole deploy (TensorFlow, iperf3, Slurm stage)."""
-    gpufleet("sandbox", "down", timeout=300)
+def slurm_fleet(provisioned: str) -> Iterator[Sandbox]:
+    """Three Slurm nodes booted on the provisioned snapshot, the whole deploy run again (it now
+    adds the Slurm stage)."""
     started = time.monotonic()
-    try:
-        gpufleet("sandbox", "up", "--hosts", "3", "--slurm", timeout=1200)
-        pyinfra = str(Path(sys.executable).with_name("pyinfra"))
-        proc = subprocess.run(
-            [pyinfra, "-y", INVENTORY, "deploy/gpu_node.py"],
-            cwd=REPO,
-            capture_output=True,
-            text=True,
-            timeout=1800,
-            env={**os.environ, "PYINFRA_PROGRESS": "off"},
-        )
-        assert proc.returncode == 0, (proc.stdout + proc.stderr)[-4000:]
+    with running_sandbox(3, standins=True, slurm=True, from_snapshot=provisioned) as sandbox:
+        first_deploy(INVENTORY, "--parallel", "3")
         print(f"\nslurm sandbox up and deployed: {time.monotonic() - started:.0f} s")
-        yield Sandbox(load_state(), time.monotonic() - started, True)
-    finally:
-        gpufleet("sandbox", "down", check=False, timeout=300)
+        yield sandbox
 
 
 def test_the_cluster_tier_runs_its_workers_as_slurm_jobs(

@@ -1,71 +1,71 @@
 """Faults of issue 11 injected on the sandbox the way they happen, each recovered by one re-run.
 
-Two fresh hosts. gfsb-h1: dpkg killed (`kill -9`) in the middle of an apt-get install started
-over SSH, then a small tmpfs under the environment that fills up during the TensorFlow install
-and is then grown. gfsb-h2: two deploys 2 s apart, then a package directory removed from the
-environment. Each test asserts that the operator's message names the cause (and the fix), that
-one plain re-run recovers the host, and that `pyinfra --dry --json` then plans no change. The
-tests run in file order and share the hosts.
+Two provisioned hosts (booted on the session's provisioned snapshot). gfsb-h1: dpkg killed
+(`kill -9`) in the middle of an install started over SSH, while a package's maintainer script
+holds it there, then a small tmpfs under the environment that fills up during the TensorFlow
+install and is then grown. gfsb-h2: a deploy while another run holds the host's deploy lock,
+then a package directory removed from the environment. Each test asserts that the operator's
+message names the cause (and the fix), that one plain re-run recovers the host, and that
+`pyinfra --dry --json` then plans no change. The tests run in file order and share the hosts.
 """
 
 from __future__ import annotations
 
-import json
-import os
-import subprocess
-import sys
+import shlex
 import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
+from gpufleet.operations import lock
 from gpufleet.spec import NodeSpec
-from tests.integration.conftest import REPO, Sandbox, gpufleet, running_sandbox
+from tests.integration.conftest import Sandbox, gpufleet, running_sandbox
+from tests.integration.fault_helpers import (
+    INVENTORY_TEXT,
+    OVERRIDES_ENV,
+    deploy,
+    drift_args,
+    ok,
+    planned_changes,
+    site_packages,
+)
 
 pytestmark = pytest.mark.integration
 
 H1, H2 = "gfsb-h1", "gfsb-h2"
-DEPLOY = "deploy/gpu_node.py"
-TIMEOUT_S = 1800
-OVERRIDES_ENV = "GPUFLEET_FAULT_OVERRIDES"
-# The sandbox inventory, with per-host keys from the environment (host data beats group data).
-INVENTORY_TEXT = """\
-import json, os
-from gpufleet.sandbox.inventory import group_data, host_entries
-from gpufleet.sandbox.state import load_state
-
-_state = load_state()
-_over = json.loads(os.environ.get("{env}", "{{}}"))
-sandbox = (
-    [(name, {{**data, **_over.get(name, {{}})}}) for name, data in host_entries(_state)],
-    group_data(_state),
-)
-"""
-# Kills dpkg while it unpacks or configures: starts the install detached, waits for a dpkg
-# process doing real work, SIGKILLs it and waits for apt-get to give up.
+# Kills dpkg in the middle of an install, deterministically: a package whose postinst blocks
+# (the first time it runs) holds dpkg in its configure step; once the script says it started,
+# dpkg is killed, as a lost session or an OOM kill would. The package is built on the host.
+HOLD_PACKAGE = "gpufleet-fault-hold"
 KILL_DPKG = r"""
-apt-get update -qq >/dev/null 2>&1
-DEBIAN_FRONTEND=noninteractive apt-get install -y dkms >/tmp/apt-killed.log 2>&1 &
-apt=$!
-while kill -0 "$apt" 2>/dev/null; do
-  for p in /proc/[0-9]*; do
-    [ "$(cat "$p/comm" 2>/dev/null)" = dpkg ] || continue
-    case $(tr '\0' ' ' < "$p/cmdline" 2>/dev/null) in
-      *--unpack*|*--configure*)
-        sleep 0.5
-        kill -9 "${p#/proc/}" 2>/dev/null && echo "killed dpkg ${p#/proc/}" && break 2 ;;
-    esac
-  done
-  sleep 0.1
-done
-wait "$apt"; echo "apt-get exited $?"
-"""
+set -e
+d=$(mktemp -d)
+mkdir -p "$d/pkg/DEBIAN"
+printf '%s\n' 'Package: PKG' 'Version: 1.0' 'Architecture: all' \
+  'Maintainer: gpufleet tests <tests@localhost>' \
+  'Description: holds dpkg in its postinst until the test kills dpkg' > "$d/pkg/DEBIAN/control"
+printf '%s\n' '#!/bin/sh' '[ -e /run/gf-postinst-started ] && exit 0' \
+  'echo $$ > /run/gf-postinst-started' 'exec sleep 600' > "$d/pkg/DEBIAN/postinst"
+chmod 755 "$d/pkg/DEBIAN/postinst"
+dpkg-deb --build "$d/pkg" "$d/hold.deb" >/dev/null
+rm -f /run/gf-postinst-started
+dpkg -i "$d/hold.deb" >/tmp/dpkg-killed.log 2>&1 &
+dpkg=$!
+for _ in $(seq 600); do [ -s /run/gf-postinst-started ] && break; sleep 0.1; done
+[ -s /run/gf-postinst-started ] || { echo "the postinst never started"; exit 1; }
+kill -9 "$dpkg" && echo "killed dpkg $dpkg"
+kill -9 "$(cat /run/gf-postinst-started)"
+wait "$dpkg" || true
+""".replace("PKG", HOLD_PACKAGE)
+# Holds the host's deploy lock as a deploy would (gpufleet.operations.lock's own script, run in
+# this SSH session) until the test ends the session.
+HOLD_LOCK = "sh -c {take} gpufleet-lock {lock} {host} && echo held && exec sleep 600"
 
 
 @pytest.fixture(scope="module")
-def sandbox() -> Iterator[Sandbox]:
-    with running_sandbox(2, standins=True) as running:
+def sandbox(provisioned: str) -> Iterator[Sandbox]:
+    with running_sandbox(2, standins=True, from_snapshot=provisioned) as running:
         yield running
 
 
@@ -74,60 +74,6 @@ def inventory(tmp_path_factory: pytest.TempPathFactory) -> Path:
     path = tmp_path_factory.mktemp("faults") / "inventory.py"
     path.write_text(INVENTORY_TEXT.format(env=OVERRIDES_ENV))
     return path
-
-
-def pyinfra(
-    inventory: Path, *args: str, overrides: dict | None = None, wait: bool = True
-) -> subprocess.CompletedProcess[str] | subprocess.Popen[str]:
-    """The real pyinfra CLI; a dry run goes without `-y` (with it, no change is detected)."""
-    env = dict(os.environ, **{OVERRIDES_ENV: json.dumps(overrides or {})})
-    confirm = [] if "--dry" in args else ["-y"]
-    command = [str(Path(sys.executable).with_name("pyinfra")), *confirm, *args]
-    command += [str(inventory), DEPLOY]
-    if not wait:
-        return subprocess.Popen(
-            command, cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
-        )
-    return subprocess.run(
-        command, cwd=REPO, env=env, capture_output=True, text=True, timeout=TIMEOUT_S
-    )
-
-
-def planned_changes(inventory: Path, name: str, overrides: dict | None = None) -> list[str]:
-    """Operations `pyinfra --dry --json` would change on `name`."""
-    proc = pyinfra(inventory, "--dry", "--json", "--limit", name, overrides=overrides)
-    assert isinstance(proc, subprocess.CompletedProcess)
-    plan = json.loads(proc.stdout)["plan"]
-    return [
-        op["name"]
-        for op in plan
-        if name in op["hosts_with_change"] + op["hosts_with_conditional_change"]
-    ]
-
-
-def deploy(inventory: Path, name: str, overrides: dict | None = None):
-    proc = pyinfra(inventory, "--limit", name, overrides=overrides)
-    assert isinstance(proc, subprocess.CompletedProcess)
-    return proc
-
-
-def drift_args(inventory: Path, name: str) -> list[str]:
-    # The deploy named explicitly: the tests do not depend on drift's default path.
-    return [str(inventory), "--deploy", str(REPO / DEPLOY), "--no-validation", "--limit", name]
-
-
-def ok(sandbox: Sandbox, name: str, command: str) -> str:
-    result = sandbox.ssh(name, command, timeout=600)
-    assert result.returncode == 0, f"{command}: {result.stdout}{result.stderr}"
-    return result.stdout
-
-
-def site_packages(sandbox: Sandbox, spec: NodeSpec, name: str) -> str:
-    return ok(
-        sandbox,
-        name,
-        f"{spec.python_bin} -c 'import sysconfig; print(sysconfig.get_paths()[\"purelib\"])'",
-    ).strip()
 
 
 @pytest.fixture(scope="module")
@@ -145,8 +91,8 @@ def test_dpkg_killed_mid_install_is_repaired_by_the_next_deploy(
 ) -> None:
     injected = ok(sandbox, H1, KILL_DPKG)
     assert "killed dpkg" in injected, injected
-    audit = sandbox.ssh(H1, "dpkg --audit; ls -A /var/lib/dpkg/updates").stdout
-    assert audit.strip(), "the kill left dpkg clean: the fault did not land"
+    audit = sandbox.ssh(H1, "dpkg --audit").stdout
+    assert HOLD_PACKAGE in audit, f"the kill left dpkg clean: the fault did not land: {audit}"
     broken = sandbox.ssh(H1, "apt-get install -y --no-install-recommends jq 2>&1")
     assert "dpkg was interrupted" in broken.stdout  # what the fleet met before gpufleet repaired
 
@@ -197,20 +143,29 @@ def test_env_on_a_full_tmpfs_is_refused_then_repaired_once_space_is_back(
 # --- gfsb-h2 --------------------------------------------------------------------------------
 
 
-def test_a_second_deploy_two_seconds_later_is_refused(sandbox: Sandbox, inventory: Path) -> None:
-    first = pyinfra(inventory, "--limit", H2, wait=False)
-    assert isinstance(first, subprocess.Popen)
-    time.sleep(2)
-    second = deploy(inventory, H2)
-    _, err = first.communicate(timeout=TIMEOUT_S)
-    runs = sorted([(first.returncode, err), (second.returncode, second.stderr)])
-    (ok_rc, _), (refused_rc, refused_log) = runs
-    assert ok_rc == 0, runs[0][1][-6000:]
-    assert refused_rc != 0
-    assert f"another gpufleet deploy runs on {H2} (pid " in refused_log, refused_log[-4000:]
-    assert "Fix:" in refused_log
+def test_a_deploy_while_another_holds_the_lock_is_refused(
+    sandbox: Sandbox, inventory: Path
+) -> None:
+    """The lock is held by the test (the deploy lock's own script in an SSH session that stays
+    open), so the deploy meets it for certain; once that session ends, the lock is stale and
+    the next run takes it over, finishes and leaves no lock behind."""
+    hold = HOLD_LOCK.format(take=shlex.quote(lock._TAKE), lock=lock.LOCK, host=H2)
+    holder = sandbox.ssh_popen(H2, hold)
+    try:
+        assert holder.stdout is not None
+        assert holder.stdout.readline().strip() == "held", holder.stderr
+        refused = deploy(inventory, H2)
+        assert refused.returncode != 0
+        message = refused.stderr
+        assert f"another gpufleet deploy runs on {H2} (pid " in message, message[-4000:]
+        assert "Fix:" in message
+    finally:
+        holder.kill()
+        holder.wait(30)
+    run = deploy(inventory, H2)
+    assert run.returncode == 0, run.stderr[-6000:]
     # The lock went with the run that held it; the next run is free and changes nothing.
-    assert sandbox.ssh(H2, "test -e /run/gpufleet-deploy.lock").returncode != 0
+    assert sandbox.ssh(H2, f"test -e {lock.LOCK}").returncode != 0
     assert planned_changes(inventory, H2) == []
 
 

@@ -1,19 +1,24 @@
 """Issue 11 items 4, 6 and 10 on the sandbox: a host powered off mid-deploy or mid-reboot, a
 failed NCCL install, a failed ``apt-get update`` (retried by the next run, never skipped).
 
-Four fresh hosts. gfsb-h1 and gfsb-h2 are deployed together and gfsb-h1 is hard-stopped
-(``gpufleet sandbox stop --hard``, a power cut) while dpkg runs "kernel headers and DKMS";
-gfsb-h2 must finish, and after ``sandbox start`` one re-run recovers gfsb-h1. gfsb-h2 then
-reboots (``reboot: always``, a short ``reboot_timeout_s``) and is hard-stopped during its
-reboot. gfsb-h3 meets a mirror whose ``libnccl2`` file is gone (404), gfsb-h4 one whose package
-index is mid-sync (``apt-get update`` fails, twice). After each recovery ``pyinfra --dry --json``
-plans no change and ``gpufleet drift`` is clean. The tests run in file order, sharing hosts.
+gfsb-h1 and gfsb-h4 start bare, gfsb-h2 and gfsb-h3 provisioned (the session's snapshot).
+gfsb-h1 and gfsb-h2 are deployed together, and gfsb-h1 is hard-stopped (``gpufleet sandbox
+stop --hard``, a power cut) while its dpkg, frozen by the test once it has begun to record its
+work, runs "kernel headers and DKMS" in its first deploy; gfsb-h2 must finish, and after
+``sandbox start`` one re-run recovers gfsb-h1. gfsb-h2 then reboots (``reboot: always``, a
+short ``reboot_timeout_s``) and is hard-stopped during its reboot. gfsb-h3, its NCCL removed,
+meets a mirror whose ``libnccl2`` file is gone (404); gfsb-h4 one whose package index is
+mid-sync (``apt-get update`` fails, twice, and the repository is never skipped). After each
+recovery ``pyinfra --dry --json`` plans no change and ``gpufleet drift`` is clean. The tests
+run in file order, sharing hosts.
 """
 
 from __future__ import annotations
 
+import os
 import re
 import shutil
+import signal
 import subprocess
 import time
 from collections.abc import Iterator
@@ -25,7 +30,7 @@ from gpufleet.sandbox import leader, procs
 from gpufleet.sandbox.state import STATE_DIR, load_state
 from gpufleet.stages.nvidia_repo import SOURCES
 from tests.integration.conftest import Sandbox, gpufleet, running_sandbox
-from tests.integration.test_faults_e2e import (
+from tests.integration.fault_helpers import (
     INVENTORY_TEXT,
     OVERRIDES_ENV,
     drift_args,
@@ -41,8 +46,8 @@ REPO_OP = "NVIDIA CUDA repository (key fingerprint checked)"
 
 
 @pytest.fixture(scope="module")
-def sandbox() -> Iterator[Sandbox]:
-    with running_sandbox(4, standins=True) as running:
+def sandbox(provisioned: str) -> Iterator[Sandbox]:
+    with running_sandbox(4, standins=True, from_snapshot=provisioned, bare=(H1, H4)) as running:
         yield running
 
 
@@ -74,6 +79,21 @@ def dpkg_in_dkms_install(inode: int) -> bool:
         for line in lines
     )
     return apt and dpkg
+
+
+def freeze_dpkg_once_it_writes(name: str, inode: int, started: float) -> list[int]:
+    """Wait until dpkg has begun to record its work on `name` (an entry in its updates journal,
+    seen through the host's root), then stop (SIGSTOP) every dpkg there, so the power cut that
+    follows lands mid-install for certain. Returns the frozen PIDs."""
+    journal = STATE_DIR / "hosts" / name / "root" / "var/lib/dpkg/updates"
+    while not (dpkg_in_dkms_install(inode) and any(journal.iterdir())):
+        assert time.monotonic() - started < 900, "dpkg never wrote its journal in the install"
+        time.sleep(0.05)
+    frozen = [pid for pid in leader.netns_processes(inode) if procs.cmdline(pid).startswith(
+        "/usr/bin/dpkg ")]  # fmt: skip
+    for pid in frozen:
+        os.kill(pid, signal.SIGSTOP)
+    return frozen
 
 
 def nspawn_pid(name: str) -> int | None:
@@ -123,7 +143,7 @@ def test_item6_host_hard_stopped_mid_deploy_others_finish_rerun_recovers(
         assert both.poll() is None, "the deploy ended before dpkg ran the DKMS install"
         assert time.monotonic() - started < 900, "dpkg never ran 'kernel headers and DKMS'"
         time.sleep(0.2)
-    time.sleep(1)  # well into the unpacking
+    assert freeze_dpkg_once_it_writes(H1, inode, started), "no dpkg to freeze"
     gpufleet("sandbox", "stop", H1, "--hard")
     cut_at = time.monotonic() - started
     _, log = both.communicate(timeout=1800)
@@ -199,12 +219,19 @@ def repo_uri(sandbox: Sandbox, served: Path) -> str:
 def test_item10_failed_nccl_install_leaves_cudnn_held_and_a_rerun_recovers(
     sandbox: Sandbox, inventory: Path, served: Path, tmp_path: Path
 ) -> None:
+    # The provisioned host loses its NCCL, so that the deploy installs it again (its cuDNN
+    # stays installed and held, as a first deploy leaves it when NCCL comes next).
+    ok(
+        sandbox,
+        H3,
+        "apt-mark unhold libnccl2 libnccl-dev && apt-get remove -y -q libnccl-dev libnccl2",
+    )
     (deb,) = served.glob("libnccl2_*.deb")
     shutil.move(deb, tmp_path / deb.name)  # the mirror lost the file: apt gets a 404
     try:
         started = time.monotonic()
         failed = run(inventory, H3)
-        print(f"\nfirst deploy of {H3}, NCCL missing: {time.monotonic() - started:.1f} s")
+        print(f"\ndeploy of {H3}, NCCL missing: {time.monotonic() - started:.1f} s")
         assert isinstance(failed, subprocess.CompletedProcess)
         assert failed.returncode != 0
         assert "404" in failed.stderr and "libnccl2" in failed.stderr, failed.stderr[-6000:]

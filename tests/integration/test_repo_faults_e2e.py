@@ -33,8 +33,9 @@ INVENTORY = "inventories/sandbox.py"
 SIGNATURES = ("InRelease", "Release.gpg")
 
 
-def deploy(*args: str) -> tuple[int, dict, str]:
-    """The real pyinfra CLI (``-y`` unless ``--dry``): exit status, JSON report, log."""
+def deploy(*args: str) -> tuple[int, dict | None, str]:
+    """The real pyinfra CLI (``-y`` unless ``--dry``): exit status, JSON report (None when it
+    printed none), log."""
     confirm = [] if "--dry" in args else ["-y"]
     pyinfra = str(Path(sys.executable).with_name("pyinfra"))
     proc = subprocess.run(
@@ -47,14 +48,17 @@ def deploy(*args: str) -> tuple[int, dict, str]:
     try:
         report = json.loads(proc.stdout)
     except json.JSONDecodeError:
-        report = {}
+        report = None
     return proc.returncode, report, proc.stdout[-4000:] + proc.stderr[-8000:]
 
 
-def planned_changes(report: dict) -> list[str]:
+def planned_changes(report: dict | None) -> list[str]:
+    """What a dry run's report plans on HOST; a run that printed no plan is a failure, never
+    "no change"."""
+    assert report is not None and "plan" in report, f"pyinfra printed no plan: {report}"
     return [
         op["name"]
-        for op in report.get("plan", [])
+        for op in report["plan"]
         if HOST in op["hosts_with_change"] + op["hosts_with_conditional_change"]
     ]
 

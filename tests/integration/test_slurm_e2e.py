@@ -16,6 +16,7 @@ import pytest
 from gpufleet.sandbox.image import MARKER, images_dir
 from tests.integration.conftest import REPO, Sandbox, gpufleet
 from tests.integration.slurm_helpers import Sampler, node, on_controller, saved_states, wait_for
+from validation.healthcheck import LAST_ROUND
 
 pytestmark = pytest.mark.integration
 HOSTS = 3
@@ -60,9 +61,8 @@ def test_sbatch_job_with_a_gpu_runs_on_the_host_asked_for(cluster: Sandbox) -> N
         "--wrap 'hostname; echo gpus=$CUDA_VISIBLE_DEVICES'",
     ).strip()
     deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:
-        if not on_controller(cluster, f"squeue -h -j {job}").strip():
-            break
+    while on_controller(cluster, f"squeue -h -j {job}").strip():
+        assert time.monotonic() < deadline, f"job {job} did not finish within 60 s"
         time.sleep(1)
     out = cluster.ssh(target, "cat /tmp/gf-job.out").stdout.split()
     assert out[:1] == [target], f"job {job}: {out}"
@@ -121,14 +121,14 @@ def test_stage_names_the_health_check_and_keeps_the_gpu_less_gres(integrated: Sa
     assert "gpufleet sandbox" in gres  # no GPU on the bus: the stage left it alone
 
 
-def test_health_check_passes_fast_and_says_no_gpu(integrated: Sandbox) -> None:
+def test_health_check_passes_and_says_no_gpu(integrated: Sandbox) -> None:
+    """How fast it is is a benchmark's to say (a loaded 2-core machine here); what it says is
+    this test's."""
     started = time.monotonic()
     proc = integrated.ssh(1, "/usr/local/sbin/gpufleet-healthcheck")
-    elapsed = time.monotonic() - started
-    print(f"\nhealth check on a sandbox host: {elapsed:.2f} s (incl. ssh)")
+    print(f"\nhealth check on a sandbox host: {time.monotonic() - started:.2f} s (incl. ssh)")
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "no NVIDIA GPU" in proc.stdout and "pass     driver_packages" in proc.stdout
-    assert elapsed < 10
 
 
 def test_unhealthy_host_drained_fixed_resumed_hand_drain_kept(integrated: Sandbox) -> None:
@@ -154,10 +154,22 @@ def test_unhealthy_host_drained_fixed_resumed_hand_drain_kept(integrated: Sandbo
     (state, reason), took = wait_for(integrated, sick, lambda s, _r: s == "idle", 3 * INTERVAL_S)
     print(f"resumed {took:.1f} s after the fix")
     assert state == "idle", (state, reason)
-    time.sleep(INTERVAL_S + 2)  # one more round of checks on the hand-drained host
+    # One more round of checks on the hand-drained host, seen in slurmd's own log (a round
+    # that never ran would prove nothing), must leave the operator's drain alone.
+    rounds = last_round(integrated, hand)
+    deadline = time.monotonic() + 4 * INTERVAL_S
+    while last_round(integrated, hand) <= rounds:
+        assert time.monotonic() < deadline, f"no health check round ran on {hand}"
+        time.sleep(1)
     state, reason = node(integrated, hand)
     assert state.startswith("drain") and reason == "operator: bad fan", (state, reason)
     on_controller(integrated, f"scontrol update NodeName={hand} State=RESUME")  # for the next
+
+
+def last_round(cluster: Sandbox, host: str) -> float:
+    """When the health check's last Slurm round on `host` finished (0: none yet)."""
+    out = cluster.ssh(host, f"cat {LAST_ROUND} 2>/dev/null").stdout
+    return float(json.loads(out)["finished_at"]) if out.strip() else 0.0
 
 
 # ------------------------------------------------------------------------------ rollout
@@ -263,27 +275,20 @@ def rollout_args(tmp: Path, *extra: str) -> list[str]:
     ]
 
 
-# The rollout e2e takes about 2.5 minutes on top of the module (three driver upgrades with
-# reboots, a kill and two restarts): more than CI's 45-minute budget has left; on request.
-ROLLOUT_E2E = "GPUFLEET_E2E_ROLLOUT"
-
-
-@pytest.mark.skipif(
-    os.environ.get(ROLLOUT_E2E) != "1",
-    reason=f"the ~2.5 min rollout e2e runs on request: {ROLLOUT_E2E}=1 (CI's time budget)",
-)
 def test_rollout_570_to_580_one_at_a_time_job_kill_and_failure(
     integrated: Sandbox, tmp_path: Path
 ) -> None:
     first, faulty, last = (h.name for h in integrated.state.hosts)
     unit = f"cat > /etc/systemd/system/gf-inject.service <<'EOF'\n{INJECT}EOF\n"
     assert integrated.ssh(faulty, unit + "systemctl enable gf-inject.service").returncode == 0
-    job = on_controller(integrated, f"sbatch --parsable -w {first} --wrap 'sleep 40'").strip()
+    # The job says when it ended, by the clock the rollout's history is kept in (one kernel).
+    job_end = "/tmp/gf-job-end"
+    wrap = f"rm -f {job_end}; sleep 40; date +%s.%N > {job_end}"
+    job = on_controller(integrated, f"sbatch --parsable -w {first} --wrap '{wrap}'").strip()
     deadline = time.monotonic() + 30  # a job still pending on a drained node never runs there
     while not on_controller(integrated, f"squeue -h -t RUNNING -j {job}").strip():
         assert time.monotonic() < deadline, f"job {job} did not start on {first}"
         time.sleep(0.5)
-    submitted = time.time()  # running from here, for 40 s at most
     sampler = Sampler(integrated)
     started = time.monotonic()
     env = {**os.environ, "PYINFRA_PROGRESS": "off"}
@@ -310,7 +315,9 @@ def test_rollout_570_to_580_one_at_a_time_job_kill_and_failure(
     deploying_at = next(t for t, s in history if s == "deploying")
     # the job (40 s) held the host in waiting-for-jobs: no deploy while it ran
     assert running_seen, "the job was not seen running while the host waited for it"
-    assert deploying_at >= submitted + 35, f"deploy began {deploying_at - submitted:.0f} s in"
+    ended = integrated.ssh(first, f"cat {job_end}").stdout.strip()
+    assert ended, f"job {job} never finished on {first}, yet the deploy began"
+    assert deploying_at >= float(ended), f"deploy began {float(ended) - deploying_at:.1f} s early"
     assert killed_at[first] == "deploying"
     assert node(integrated, first)[1].startswith("gpufleet: rollout:")
     second = subprocess.run(

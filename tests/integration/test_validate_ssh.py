@@ -60,11 +60,13 @@ def sshd(tmp_path):
     proc = subprocess.Popen(
         ["/usr/sbin/sshd", "-D", "-f", str(config), "-E", str(tmp_path / "sshd.log")]
     )
-    deadline = time.monotonic() + 10
-    while time.monotonic() < deadline:
+    deadline = time.monotonic() + 30
+    while True:
         with socket.socket() as sock:
             if sock.connect_ex(("127.0.0.1", port)) == 0:
                 break
+        assert proc.poll() is None, (tmp_path / "sshd.log").read_text()
+        assert time.monotonic() < deadline, "sshd never answered on its port"
         time.sleep(0.05)
     yield port, tmp_path / "client"
     proc.terminate()

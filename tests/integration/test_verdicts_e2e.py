@@ -13,8 +13,6 @@ from __future__ import annotations
 
 import json
 import re
-import subprocess
-import sys
 import xml.etree.ElementTree as ET
 from collections.abc import Iterator
 from pathlib import Path
@@ -23,9 +21,11 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from gpufleet.report.schema import validate_results
+from gpufleet.sandbox.inventory import group_data
+from gpufleet.spec import NodeSpec
 from gpufleet.stages import monitoring
 from gpufleet.validate import baseline
-from tests.integration.conftest import REPO, Sandbox, gpufleet, running_sandbox
+from tests.integration.conftest import Sandbox, first_deploy, gpufleet, running_sandbox
 from validation.tiers import PROCESSES
 
 pytestmark = pytest.mark.integration
@@ -48,25 +48,18 @@ sandbox = (host_entries(_state), _data)
 
 
 @pytest.fixture(scope="module")
-def sandbox() -> Iterator[Sandbox]:
-    with running_sandbox(1, standins=True) as running:
+def sandbox(provisioned: str) -> Iterator[Sandbox]:
+    with running_sandbox(1, standins=True, from_snapshot=provisioned) as running:
         yield running
 
 
 @pytest.fixture(scope="module")
 def inventory(sandbox: Sandbox, tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """The sandbox inventory with the two thresholds, provisioned with the real pyinfra CLI."""
+    """The sandbox inventory with the two thresholds, deployed with the real pyinfra CLI on a
+    provisioned host."""
     path = tmp_path_factory.mktemp("inventory") / "undecidable.py"
     path.write_text(INVENTORY)
-    pyinfra = str(Path(sys.executable).with_name("pyinfra"))
-    proc = subprocess.run(
-        [pyinfra, "-y", str(path), "deploy/gpu_node.py"],
-        cwd=REPO,
-        capture_output=True,
-        text=True,
-        timeout=1800,
-    )
-    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    first_deploy(path)
     return path
 
 
@@ -150,10 +143,11 @@ def test_a_periodic_run_compares_with_its_tier_baseline_and_publishes_it(
     assert regression["figures"][XLA_FIGURE]["status"] == "regressed"
     vanished = regression["figures"][MIXED_FIGURE]
     assert vanished["status"] == "regressed" and "missing" in vanished["reason"]
-    textfile = sandbox.ssh(HOST, "cat /var/lib/prometheus/node-exporter/gpufleet.prom").stdout
-    if not textfile:
-        found = sandbox.ssh(HOST, "find / -name gpufleet.prom -not -path '/proc/*' 2>/dev/null")
-        textfile = sandbox.ssh(HOST, f"cat {found.stdout.split()[0]}").stdout
+    # Where the deploy configured it, and nowhere else: a wrong path fails here.
+    spec = NodeSpec.from_host_data(group_data(sandbox.state))
+    read = sandbox.ssh(HOST, f"cat {spec.textfile_dir}/gpufleet.prom")
+    assert read.returncode == 0 and read.stdout, f"no {spec.textfile_dir}/gpufleet.prom"
+    textfile = read.stdout
     families = {f.name: f.samples for f in text_string_to_metric_families(textfile)}
     states = {s.labels["state"]: s.value for s in families["gpufleet_regression_state"]}
     assert states == {"gathering": 0.0, "ok": 0.0, "regressed": 1.0}

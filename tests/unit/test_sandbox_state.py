@@ -48,7 +48,16 @@ def test_state_round_trips_through_json(tmp_path: Path) -> None:
     state = SandboxState(
         image="ubuntu22.04",
         os=["ubuntu", "22.04"],
-        hosts=[HostState("gfsb-h1", "10.231.7.11", ssh_key="/k", supervisor_pid=42, netns_inode=9)],
+        hosts=[
+            HostState(
+                "gfsb-h1",
+                "10.231.7.11",
+                ssh_key="/k",
+                supervisor_pid=42,
+                netns_inode=9,
+                layers=["/s/hosts/gfsb-h1"],
+            )
+        ],
         pids={"apt_proxy": 7},
     )
     path = save_state(state, tmp_path)
@@ -62,6 +71,7 @@ def test_state_round_trips_through_json(tmp_path: Path) -> None:
         "known_hosts": "",
         "supervisor_pid": 42,
         "netns_inode": 9,
+        "layers": ["/s/hosts/gfsb-h1"],
     }
     assert load_state(tmp_path) == state
     assert not list(tmp_path.glob("*.tmp"))
