@@ -9,6 +9,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
+from gpufleet.parsers.dcgm_errors import dcgm_lines, relay, with_fix
 from gpufleet.parsers.dcgm_text import TextTable, parse_text_table
 
 ROOT_KEYS = {"DCGM GPU Diagnostic": "3", "DCGM Diagnostic": "4"}
@@ -31,6 +32,7 @@ _STATUS_WORDS = {
     "warn": "warn",
     "warning": "warn",
 }
+DCGM_SAID = "dcgmi diag could not run; DCGM said: "
 _MIG_RE = re.compile(r"\bMIG\b")
 _GPU_WORD_RE = re.compile(r"\bGPU\s*(\d+)\b")
 
@@ -56,9 +58,10 @@ class DcgmDiagResult:
     """A ``dcgmi diag`` run as gpufleet reads it.
 
     ``format``: "3", "4" or "text" ("" when nothing was recognised). ``overall``: pass |
-    fail | error | skip, where error means the output cannot be trusted (a runtime error,
-    no tests, an unrecognised document, or a non-zero exit without a failing test);
-    ``error`` is the reason then, else None.
+    fail | error | skip, where error means the output cannot be trusted (DCGM's own error,
+    a runtime error, no tests, an unrecognised document, or a non-zero exit without a
+    failing test); ``error`` is the reason then, with DCGM's words and the fix where
+    known, else None.
     """
 
     format: str
@@ -240,7 +243,7 @@ def _from_json(document: dict[str, Any]) -> DcgmDiagResult | None:
             "not dcgmi diag -j output as DCGM writes it",
         )  # fmt: skip
     return DcgmDiagResult(
-        fmt, tests, "", f"DCGM runtime error: {error}" if error else None,
+        fmt, tests, "", with_fix(f"DCGM runtime error: {error}") if error else None,
         None if version is None else str(version), None if driver is None else str(driver),
     )  # fmt: skip
 
@@ -250,7 +253,7 @@ def _from_text(table: TextTable) -> DcgmDiagResult:
         DcgmTest(entry.name, entry.gpu, entry.status, entry.message, entry.category)
         for entry in table.entries
     ]
-    error = "; ".join(table.errors) if table.errors else None
+    error = with_fix("; ".join(table.errors)) if table.errors else None
     return DcgmDiagResult("text", tests, "", error, table.version, table.driver)
 
 
@@ -293,8 +296,10 @@ def parse_dcgm_diag(text: str | None, exit_code: int | None = None) -> DcgmDiagR
 
     Never raises on malformed input and never defaults to pass: an unrecognised or empty
     output, a runtime error, no tests, or a non-zero ``exit_code`` without a failing test
-    gives ``overall == "error"`` with the reason in ``error``. MIG: dcgmi diag refuses GPUs
-    in MIG mode; output that mentions MIG carries ``MIG_NOTE`` in ``notes``.
+    gives ``overall == "error"`` with the reason in ``error``. When dcgmi diag could not run
+    and said why, ``error`` quotes DCGM's lines and the fix where known (``dcgm_errors``).
+    MIG: dcgmi diag refuses GPUs in MIG mode; output that mentions MIG carries ``MIG_NOTE``
+    in ``notes``.
 
     >>> parse_dcgm_diag("").overall, parse_dcgm_diag("").error
     ('error', 'empty dcgmi diag output')
@@ -316,8 +321,12 @@ def _parse(text: str | None, exit_code: int | None) -> DcgmDiagResult:
     result = None if document is None else _from_json(document)
     if result is None:
         table = parse_text_table(text)
+        said = [] if table.recognised else dcgm_lines(text)
         if table.recognised:
             result = _from_text(table)
+        elif said:
+            # Error-only output: dcgmi (or nvvs) stopped before any test and said why.
+            result = DcgmDiagResult("text", [], "", relay(said, lead=DCGM_SAID))
         elif document is not None:
             keys = ", ".join(sorted(map(str, document))[:5]) or "none"
             result = DcgmDiagResult(

@@ -7,6 +7,7 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
+from gpufleet.parsers.dcgm_errors import DCGM_ERRORS
 from gpufleet.parsers.diagnosis_deploy import DEPLOY_CODES, DEPLOY_PATTERNS
 
 SEVERITIES = ("error", "warning", "info")
@@ -255,6 +256,11 @@ SIGNATURE_PATTERNS: dict[str, tuple[str, ...]] = {
 }
 DIAGNOSIS_CODES.update(DEPLOY_CODES)
 SIGNATURE_PATTERNS.update(DEPLOY_PATTERNS)
+# DCGM's own errors, those a captured run holds (the parser knows a few more from DCGM's source).
+for _error in DCGM_ERRORS:
+    if _error.recorded:
+        DIAGNOSIS_CODES[_error.code] = ("error", _error.message, _error.fix)
+        SIGNATURE_PATTERNS[_error.code] = _error.patterns
 _SIGNATURES: dict[str, tuple[tuple[re.Pattern[str], ...], ...]] = {
     code: tuple(compile_signature(pattern) for pattern in patterns)
     for code, patterns in SIGNATURE_PATTERNS.items()

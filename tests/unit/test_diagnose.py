@@ -62,6 +62,11 @@ EXPECTED = {
     "campaign-host-unreachable-validate.txt": ["ssh-connection-lost"],
     # recorded on the sandbox (SOURCES.md names the commands and the date)
     "sandbox-two-deploys-refused.txt": ["deploy-already-running"],
+    # DCGM's own errors from dcgmi diag runs that could not start (issue 38)
+    "dcgm-diag-mig-group-empty.txt": ["dcgm-diag-mig-enabled", "dcgm-diag-group-empty"],
+    "dcgm-hostengine-unreachable.txt": ["dcgm-hostengine-unreachable"],
+    "dcgm-unsupported-cuda-fragment.txt": ["dcgm-diag-cuda-unsupported"],
+    "dcgm-nvvs-binary-not-found.txt": ["dcgm-nvvs-missing"],
 }
 CAMPAIGN = [name for name in EXPECTED if name.startswith("campaign-")]
 
@@ -264,6 +269,22 @@ def test_dpkg_interrupted_says_to_configure_it():
     (finding,) = diagnose(fixture("campaign-dpkg-killed.txt"))
     assert finding.line_number == 1 and finding.count == 2
     assert "dpkg --configure -a" in finding.fix
+
+
+@pytest.mark.parametrize(
+    ("name", "code", "fix"),
+    [
+        ("dcgm-hostengine-unreachable.txt", "dcgm-hostengine-unreachable", "--now nvidia-dcgm"),
+        ("dcgm-diag-mig-group-empty.txt", "dcgm-diag-mig-enabled", "-mig 0"),
+        ("dcgm-unsupported-cuda-fragment.txt", "dcgm-diag-cuda-unsupported", "-4-cuda<major>"),
+        ("dcgm-nvvs-binary-not-found.txt", "dcgm-nvvs-missing", "datacenter-gpu-manager"),
+    ],
+)
+def test_dcgm_errors_point_at_dcgm_line_and_give_the_fix(name, code, fix):
+    finding = next(f for f in diagnose(fixture(name)) if f.code == code)
+    assert finding.severity == "error" and fix in finding.fix
+    assert finding.line in fixture(name).splitlines()  # DCGM's own line, as it printed it
+    assert "dcgmi" not in finding.line.split()[:1]  # not the command line above it
 
 
 def test_readme_troubleshooting_table_is_the_code_table():
