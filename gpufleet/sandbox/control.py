@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 import time
+from pathlib import Path
 
 from gpufleet.sandbox import fleet, hostctl, procs
-from gpufleet.sandbox.state import STATE_DIR, SandboxError, load_state
+from gpufleet.sandbox.state import STATE_DIR, SandboxError, SandboxState, load_state
 
 EPILOG = """\
 Hosts are systemd-nspawn containers booted with systemd, one network namespace each
@@ -15,6 +17,27 @@ Hosts are systemd-nspawn containers booted with systemd, one network namespace e
 apt-cacher-ng on 10.231.7.1:3142 and stand-in NVIDIA packages and wheels from 10.231.7.1:8631.
 Provision them with:  pyinfra -y inventories/sandbox.py deploy/gpu_node.py
 """
+
+
+# One line per `up`: when, how many hosts, how many of them bare (each one a first deploy to
+# come) and how long it took; benchmarks/ci_time.py counts a CI run's ups from it.
+UPS_LOG = STATE_DIR / "log" / "ups.jsonl"
+
+
+def record_up(state: SandboxState, seconds: float, log: Path = UPS_LOG) -> None:
+    bare = [h.name for h in state.hosts if not h.layers]
+    line = {
+        "at": round(time.time(), 3),
+        "image": state.image,
+        "hosts": len(state.hosts),
+        "bare": bare,
+        "snapshot": state.snapshot,
+        "slurm": bool(state.slurm_controller),
+        "seconds": round(seconds, 1),
+    }
+    log.parent.mkdir(parents=True, exist_ok=True)
+    with log.open("a", encoding="utf-8") as out:
+        out.write(json.dumps(line) + "\n")
 
 
 def cmd_up(args: argparse.Namespace) -> int:
@@ -28,6 +51,7 @@ def cmd_up(args: argparse.Namespace) -> int:
         bare=getattr(args, "bare", None) or (),
     )
     elapsed = time.monotonic() - started
+    record_up(state, elapsed)
     print(f"sandbox up in {elapsed:.1f} s: {state.image}, {len(state.hosts)} host(s)")
     for host in state.hosts:
         print(f"  {host.name}  root@{host.address}")
