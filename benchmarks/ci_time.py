@@ -7,7 +7,8 @@ Reads what `.ci/run` leaves in its artifacts folder: ``started`` (when the run b
 report of the README's test command) and the sandbox's log of `gpufleet sandbox up` calls
 (``/var/lib/gpufleet-sandbox/log/ups.jsonl``, those since the run began). Prints a table of
 minutes per phase and per tier, the slowest 20 tests, and how many sandboxes were brought up
-with how many bare hosts (each one a first deploy to come) against hosts booted on a snapshot. Prints numbers; asserts nothing.
+with how many bare hosts (each one a first deploy to come) against hosts booted on a
+snapshot. Prints numbers; asserts nothing.
 """
 
 from __future__ import annotations
