@@ -38,4 +38,7 @@ BUNDLED = {"quick": QUICK_WORKLOADS}
 # layout its tier gives it. Quick: ResNet-50 AMP. Full: ResNet-50 and BERT-Large (TF32 and
 # AMP), mirrored's XLA variant, the xla workload (its MLP and both ResNet-50 arms' XLA side).
 # Without a GPU only the xla workload compiles.
-XLA_COMPILED = {"quick": ("resnet50",), "full": ("resnet50", "bert_large", "mirrored", "xla")}
+XLA_COMPILED = {
+    "quick": ("resnet50",),
+    "full": ("resnet50", "bert_large", "mirrored", "xla", "mixed_precision"),
+}

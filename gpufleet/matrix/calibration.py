@@ -235,5 +235,8 @@ def apply(
             f"calibration ({cal.path}: median {fig.median:g} of {len(fig.values)} runs on "
             f"{cal.host or 'the calibrated host'}, spread {fig.spread:.1%}, x {fig.margin})"
         )
-        out.append(replace(floor, value=round(value, 3), origin=origin))
+        figure = f"median {fig.median:g} {floor.unit} of {len(fig.values)} runs"
+        config = f"{floor.config or 'the workload as it runs'}, on {cal.host or 'this kind of host'}"
+        calibrated = {"figure": figure, "config": config, "source": f"calibration {cal.path}"}
+        out.append(replace(floor, value=round(value, 3), origin=origin, **calibrated))
     return out
