@@ -236,7 +236,8 @@ def apply(
             f"{cal.host or 'the calibrated host'}, spread {fig.spread:.1%}, x {fig.margin})"
         )
         figure = f"median {fig.median:g} {floor.unit} of {len(fig.values)} runs"
-        config = f"{floor.config or 'the workload as it runs'}, on {cal.host or 'this kind of host'}"
-        calibrated = {"figure": figure, "config": config, "source": f"calibration {cal.path}"}
-        out.append(replace(floor, value=round(value, 3), origin=origin, **calibrated))
+        where = cal.host or "this kind of host"
+        config = f"{floor.config or 'the workload as it runs'}, on {where}"
+        calibrated = replace(floor, value=round(value, 3), origin=origin)
+        out.append(calibrated.sourced(figure, config, f"calibration {cal.path}"))
     return out

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 
 class FloorError(ValueError):
@@ -31,3 +31,7 @@ class Floor:
     figure: str = ""
     config: str = ""
     source: str = ""
+
+    def sourced(self, figure: str = "", config: str = "", source: str = "") -> Floor:
+        """This floor with the figure, configuration and source it rests on."""
+        return replace(self, figure=figure, config=config, source=source)

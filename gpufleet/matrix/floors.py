@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import difflib
-from dataclasses import replace
 
 from gpufleet.matrix import references as refs
 from gpufleet.matrix.floor_types import Floor, FloorError
@@ -125,7 +124,7 @@ def _throughput(model: GpuModel) -> list[Floor]:
                 value, origin = None, f"no published figure ({why}): reported; set by calibration"
                 seen = {}
             floor = Floor(name, value, unit, origin, per_gpu=True, outlier=OUTLIER_BELOW_MEDIAN)
-            out.append(replace(floor, **seen))
+            out.append(floor.sourced(**seen))
     return out
 
 
@@ -169,7 +168,7 @@ def _scaling(model: GpuModel, gpu_count: int, interconnect: str) -> list[Floor]:
         )
     util_origin = "gpufleet's choice (review, expert item 2): every GPU busy in the mirrored phase"
     return [
-        replace(Floor("mirrored.scaling_efficiency", value, unit, origin), **seen),
+        Floor("mirrored.scaling_efficiency", value, unit, origin).sourced(**seen),
         Floor("mirrored.gpu_utilization_pct", 80.0, "%", util_origin, per_gpu=True),
         Floor("mirrored.gpu_utilization_spread_pct", 15.0, "%", util_origin, bound="max"),
     ]
@@ -202,7 +201,7 @@ def _gemm(model: GpuModel) -> list[Floor]:
             )
         name = f"gemm.fraction_of_peak.{precision}"
         floor = Floor(name, frac, "fraction", origin, per_gpu=True, outlier=OUTLIER_BELOW_MEDIAN)
-        out.append(replace(floor, **seen))
+        out.append(floor.sourced(**seen))
         out.append(
             Floor(
                 f"gemm.tflops.{precision}",
@@ -252,7 +251,7 @@ def _allreduce(model: GpuModel, gpu_count: int, interconnect: str) -> list[Floor
         seen = {}
     ratio_origin = "issue 13 item 4 / review defect 10: TF path 10-30 % below nccl-tests"
     return [
-        replace(Floor("allreduce.busbw_gbps", value, "GB/s", origin), **seen),
+        Floor("allreduce.busbw_gbps", value, "GB/s", origin).sourced(**seen),
         Floor(
             "allreduce.busbw_fraction_of_nccl_tests",
             TF_PATH_OF_NCCL_TESTS,

@@ -58,7 +58,13 @@ def _unsupported(run: Run, minimum: tuple[int, int]) -> str | None:
 
 
 def arms(
-    base: str, precision: str, *, has_gpu: bool, gpu_model: str | None, batch: int | None, steps: int
+    base: str,
+    precision: str,
+    *,
+    has_gpu: bool,
+    gpu_model: str | None,
+    batch: int | None,
+    steps: int,
 ) -> tuple[dict[str, Any], dict[str, Any]]:
     """The two arms' build sizes: XLA on with a GPU, DLE's batch per precision, and as many
     steps per block as give both arms the same images (the fewer-image arm's steps scaled up).
