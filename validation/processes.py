@@ -126,7 +126,8 @@ def merge_processes(docs: Sequence[Mapping[str, Any]], looks: int = 1) -> dict[s
             f"documents of different workloads cannot be merged: {sorted(map(str, names))}"
         )
     merged = copy.deepcopy(dict(docs[0]))
-    if len(docs) == 1 and looks == 1:  # nothing to judge again: the process's verdict stands
+    if len(docs) == 1 and (looks == 1 or not speed_at_stake(docs[0])):
+        # nothing to judge again: the process's own verdict stands
         merged["processes"] = 1
         return merged
     merged["metrics"] = _median_metrics(docs)

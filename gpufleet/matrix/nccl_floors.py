@@ -67,9 +67,7 @@ _CHS_DIR = "deploy/helm/health_checks/nccl_healthcheck"
 # acceptance threshold (Azure's 228 / 460 / 431 sit at the healthy level: a healthy HGX A100
 # shows about 200, an H100 without NVLink SHARP about 370).
 HEALTHY_FRACTION = 0.9
-_NCCL149 = (
-    "NVIDIA/nccl-tests#149 (a healthy HPE 8x A100 80GB shows about 200 GB/s at large sizes)"
-)
+_NCCL149 = "NVIDIA/nccl-tests#149 (a healthy HPE 8x A100 80GB shows about 200 GB/s at large sizes)"
 _NCCL212 = (
     "NVIDIA/nccl-tests#212 (8x H100: ring about 370 GB/s at large sizes, NVLink SHARP about 480)"
 )
