@@ -5,7 +5,8 @@ measurement slows the job down. Before any speed work the workloads and the peri
 here; a busy GPU makes their speed checks ``inconclusive: GPU busy (PIDs ...)``, never a fail,
 and the periodic run does not start its workloads at all.
 
-Busy means: a compute process other than ours on any GPU (NVML's
+Busy means, on the GPUs this process can use (CUDA_VISIBLE_DEVICES; the full tier runs one
+process per GPU side by side): a compute process other than ours (NVML's
 nvmlDeviceGetComputeRunningProcesses, or ``nvidia-smi --query-compute-apps``), or a GPU's
 utilization above BUSY_UTILIZATION_PCT (a job between processes, or one NVML cannot list, as in
 a container with its own PID namespace).
@@ -70,6 +71,27 @@ def busy_reason(
         listed = ", ".join(f"GPU {g} at {p:g} %" for g, p in sorted(hot.items()))
         parts.append(f"{listed} utilization")
     return f"GPU busy ({'; '.join(parts)})"
+
+
+def visible(indices: list[int], uuids: list[str], cuda_visible: str | None) -> list[int]:
+    """Positions of the NVML devices this process can use: all without CUDA_VISIBLE_DEVICES,
+    else the ones it names by ordinal (PCI bus order, as the suite sets CUDA_DEVICE_ORDER) or
+    by UUID prefix. The full tier's per-GPU processes run side by side, one per GPU: each
+    judging every GPU saw its siblings as another job (review 2, N3)."""
+    if cuda_visible is None:
+        return list(range(len(indices)))
+    chosen: list[int] = []
+    for entry in (e.strip() for e in cuda_visible.split(",")):
+        if not entry:
+            break
+        if entry.lstrip("-").isdigit():
+            if int(entry) < 0:
+                break  # CUDA stops at the first invalid ordinal
+            found = [i for i, index in enumerate(indices) if index == int(entry)]
+        else:
+            found = [i for i, uuid in enumerate(uuids) if uuid.startswith(entry)]
+        chosen += [i for i in found if i not in chosen]
+    return chosen
 
 
 def from_nvml(nvml: Any, handles: list[Any], gpu_names: list[str]) -> tuple[list[GpuUser], dict]:

@@ -44,7 +44,42 @@ def read_reference(text: str | None) -> dict[str, Any] | None:
         "bytes": size,
         "gpus": gpus,
         "source": str(data.get("source") or "--nccl-tests"),
+        "sizes": _sizes(data.get("sizes")),
     }
+
+
+def _sizes(rows: Any) -> dict[str, float]:
+    """{bytes (as text): busbw GB/s} from [{size_bytes, busbw_gbps}] or a {bytes: busbw} map
+    (JSON keys are text); rows that are not a positive size with a positive busbw are left out."""
+    items: list[tuple[Any, Any]] = []
+    if isinstance(rows, Mapping):
+        items = list(rows.items())
+    elif isinstance(rows, list):
+        items = [
+            (r.get("size_bytes", r.get("size")), r.get("busbw_gbps", r.get("best_busbw")))
+            for r in rows
+            if isinstance(r, Mapping)
+        ]
+    out: dict[str, float] = {}
+    for size, busbw in items:
+        try:
+            size_i, busbw_f = int(size), float(busbw)
+        except (TypeError, ValueError):
+            continue
+        if size_i > 0 and busbw_f > 0:
+            out[str(size_i)] = max(busbw_f, out.get(str(size_i), 0.0))
+    return out
+
+
+def busbw_at(reference: Mapping[str, Any], size: int) -> float | None:
+    """nccl-tests' busbw at exactly ``size`` bytes (review 2, N10: TF's 1 GiB against the same
+    row, not the sweep's largest), else None. The largest row counts when it is that size."""
+    found = (reference.get("sizes") or {}).get(str(size))
+    if found is not None:
+        return float(found)
+    if reference.get("bytes") == size:
+        return float(reference["busbw_gbps"])
+    return None
 
 
 def from_run_figures(figures: Mapping[str, Mapping[str, Any]]) -> dict[str, Any] | None:
@@ -58,11 +93,17 @@ def from_run_figures(figures: Mapping[str, Mapping[str, Any]]) -> dict[str, Any]
         if entry.get("exit_code") or entry.get("wrong") or entry.get("out_of_bounds"):
             return None
         if isinstance(busbw, (int, float)) and busbw > 0 and isinstance(ranks, int) and ranks >= 2:
+            rows = [
+                {"size": r.get("size"), "best_busbw": _best(r)}
+                for r in entry.get("rows") or ()
+                if isinstance(r, Mapping)
+            ]
             return {
                 "busbw_gbps": float(busbw),
                 "bytes": entry.get("largest_size"),
                 "gpus": ranks,
                 "source": "vendor_diagnostics::nccl_allreduce",
+                "sizes": _sizes(rows),
             }
     return None
 
@@ -83,7 +124,16 @@ def from_vendor_section(section: Mapping[str, Any] | None) -> dict[str, Any] | N
         "bytes": section.get("largest_size_bytes"),
         "gpus": gpus,
         "source": "vendor.nccl_tests",
+        "sizes": _sizes(section.get("sizes")),
     }
+
+
+def _best(row: Mapping[str, Any]) -> float | None:
+    """A parsed row's better busbw of out-of-place and in-place (NcclResultRow.best_busbw)."""
+    values = [
+        v for v in (row.get("busbw"), row.get("in_place_busbw")) if isinstance(v, (int, float))
+    ]
+    return max(values) if values else None
 
 
 def from_run(state: Any) -> dict[str, Any] | None:

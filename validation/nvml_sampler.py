@@ -192,11 +192,19 @@ class NvmlSampler:
         (validation.gpu_busy); None when idle or without NVML (nothing to tell)."""
         if not self.available:
             return None
-        from validation.gpu_busy import busy_reason, from_nvml
+        from validation.gpu_busy import busy_reason, from_nvml, visible
 
-        names = [str(d.index) for d in self.devices]
+        wanted = os.environ.get("CUDA_VISIBLE_DEVICES")
+        if wanted is not None:  # a MIG instance stands for the GPU it lives on
+            entries = [e.strip() for e in wanted.split(",")]
+            wanted = ",".join(
+                (self.mig_parent_uuid(e) or e) if e.startswith("MIG-") else e for e in entries
+            )
+        mine = visible([d.index for d in self.devices], [d.uuid for d in self.devices], wanted)
+        names = [str(self.devices[i].index) for i in mine]
+        handles = [self._handles[i] for i in mine]
         try:
-            users, utilization = from_nvml(self._nvml, self._handles, names)
+            users, utilization = from_nvml(self._nvml, handles, names)
         except Exception as exc:  # NVMLError: say so rather than judge speed blind
             return f"GPU busy state unknown (NVML: {exc})"
         return busy_reason(users, utilization, own_pids={os.getpid()})

@@ -288,7 +288,7 @@ def run_workload(
     # Imported here: it needs numpy, which the workloads' Python has and the rest of the
     # periodic runner does without.
     from validation.gpu_selection import combine_gpus, gpus_under_test
-    from validation.processes import merge_processes, speed_at_stake
+    from validation.processes import merge_processes, undecided
 
     log_path = log_dir / f"{name}.log"
     log_path.write_text("")
@@ -298,7 +298,8 @@ def run_workload(
     # Single-GPU workloads run pinned to one GPU (quick) or to each in turn (full).
     for gpu in gpus_under_test(name, args.tier, nvidia_gpus_on_bus()):
         docs: list[dict[str, Any]] = []
-        while len(docs) < PROCESSES[args.tier] and (not docs or speed_at_stake(docs[0])):
+        merged = {}
+        while len(docs) < PROCESSES[args.tier] and (not docs or undecided(merged)):
             doc, rc = _one_process(
                 name, args=args, thresholds=thresholds, log_path=log_path, gpu=gpu
             )
@@ -314,7 +315,7 @@ def run_workload(
                 check["duration_s"] = round(time.monotonic() - started, 3)
                 return check, None
             docs.append(doc)
-        merged = merge_processes(docs)
+            merged = merge_processes(docs, looks=PROCESSES[args.tier])
         if gpu is not None:
             by_gpu[gpu] = merged
     if by_gpu:

@@ -43,7 +43,9 @@ def _worst(statuses: Sequence[str]) -> str:
     return min(known, key=_SEVERITY.index) if known else INCONCLUSIVE
 
 
-def _rejudge(checks: Sequence[Mapping[str, Any]]) -> tuple[Verdict, Judgement | None]:
+def _rejudge(
+    checks: Sequence[Mapping[str, Any]], looks: int = 1
+) -> tuple[Verdict, Judgement | None]:
     """The verdict of one speed check over every process's evidence."""
     evidence = [c.get("evidence") for c in checks]
     statuses = [str(c.get("status")) for c in checks]
@@ -61,11 +63,10 @@ def _rejudge(checks: Sequence[Mapping[str, Any]]) -> tuple[Verdict, Judgement | 
     sd = first.get("between_run_sd")
     try:
         if first.get("type") == "samples":
-            judged = judge_sample_runs(
-                runs, threshold, what=str(first.get("what", "figure")), between_run_sd=sd
-            )
+            what = str(first.get("what", "figure"))
+            judged = judge_sample_runs(runs, threshold, what=what, between_run_sd=sd, looks=looks)
         else:
-            judged = judge_runs(runs, threshold, between_run_sd=sd)
+            judged = judge_runs(runs, threshold, between_run_sd=sd, looks=looks)
     except HarnessError as exc:
         return Verdict(INCONCLUSIVE, f"measurement refused: {exc}"), None
     return judged.verdict, judged
@@ -97,12 +98,25 @@ def speed_at_stake(doc: Mapping[str, Any]) -> bool:
     )
 
 
-def merge_processes(docs: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+def undecided(doc: Mapping[str, Any]) -> bool:
+    """Whether a (merged) document has a speed check with evidence (or a joint judgement) that is
+    still inconclusive: another process may decide it. A check a busy GPU made inconclusive
+    has neither, so it never asks for more processes."""
+    return any(
+        c.get("status") == INCONCLUSIVE
+        and (c.get("evidence") is not None or c.get("judgement") is not None)
+        for c in doc.get("checks") or ()
+    )
+
+
+def merge_processes(docs: Sequence[Mapping[str, Any]], looks: int = 1) -> dict[str, Any]:
     """One Workload JSON document from the documents of several processes of one workload.
 
     Speed checks with evidence are judged again over all processes (their metric becomes the
     joint estimate); any other check takes its worst status over the processes (fail, then
     inconclusive, then pass). ``processes`` counts them; ``process_verdicts`` keeps theirs.
+    ``looks``: the most processes the caller runs, adding one while a check is inconclusive
+    (validation.tiers.PROCESSES); every verdict then shares alpha among them, even the first.
     """
     if not docs:
         raise ValueError("merge_processes needs at least one workload document")
@@ -112,7 +126,8 @@ def merge_processes(docs: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
             f"documents of different workloads cannot be merged: {sorted(map(str, names))}"
         )
     merged = copy.deepcopy(dict(docs[0]))
-    if len(docs) == 1:  # nothing to judge again: the process's own verdict stands
+    if len(docs) == 1 and (looks == 1 or not speed_at_stake(docs[0])):
+        # nothing to judge again: the process's own verdict stands
         merged["processes"] = 1
         return merged
     merged["metrics"] = _median_metrics(docs)
@@ -127,7 +142,7 @@ def merge_processes(docs: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
             verdict = Verdict(INCONCLUSIVE, f"only {len(found)} of {len(docs)} processes ran it")
             judged = None
         elif found[0].get("evidence") is not None:
-            verdict, judged = _rejudge(found)
+            verdict, judged = _rejudge(found, looks)
         else:
             status = _worst([str(c.get("status")) for c in found])
             reason = next(str(c.get("reason", "")) for c in found if c.get("status") == status)

@@ -18,7 +18,7 @@ from validation.gpu_selection import (
     visible_env,
 )
 from validation.nccl_reference import from_run
-from validation.processes import merge_processes, speed_at_stake
+from validation.processes import merge_processes, undecided
 from validation.runstate import STATE
 from validation.tiers import BUNDLED, FULL_WORKLOADS, PROCESSES, QUICK_WORKLOADS, TIMEOUT_S
 
@@ -123,7 +123,8 @@ def _processes(host: Any, workload: str, command: str, tier: str, gpu: str | Non
     """The workload's document over fresh processes (more only while a speed verdict is at
     stake, validation.processes); pytest.fail when a process printed no document."""
     docs: list[dict[str, Any]] = []
-    while len(docs) < PROCESSES[tier] and (not docs or speed_at_stake(docs[0])):
+    merged: dict[str, Any] | None = None
+    while len(docs) < PROCESSES[tier] and (merged is None or undecided(merged)):
         result = host.run(command)
         log_tail = "\n".join(result.stderr.strip().splitlines()[-6:])
         try:
@@ -135,7 +136,9 @@ def _processes(host: Any, workload: str, command: str, tier: str, gpu: str | Non
                 f"{workload} process {len(docs) + 1}{on} printed no JSON document (exit "
                 f"{result.rc}{timed_out}); last log lines:\n{log_tail}"
             )
-    return merge_processes(docs)
+        merged = merge_processes(docs, looks=PROCESSES[tier])
+    assert merged is not None
+    return merged
 
 
 def _parallel_processes(
@@ -147,9 +150,8 @@ def _parallel_processes(
     docs: dict[str, list[dict[str, Any]]] = {o: [] for o in ordinals}
     command = parallel_command({o: commands[o] for o in ordinals})
     rounds = 0
-    while rounds < PROCESSES[tier] and (
-        rounds == 0 or any(speed_at_stake(d[0]) for d in docs.values())
-    ):
+    merged: dict[str, dict[str, Any]] = {}
+    while rounds < PROCESSES[tier] and (rounds == 0 or any(map(undecided, merged.values()))):
         rounds += 1
         result = host.run(command)
         for ordinal, text in split_documents(result.stdout, ordinals).items():
@@ -161,7 +163,8 @@ def _parallel_processes(
                     f"{workload} process {rounds} on GPU {ordinal} printed no JSON document; "
                     f"last log lines:\n{log_tail}"
                 )
-    return {o: merge_processes(d) for o, d in docs.items()}
+        merged = {o: merge_processes(d, looks=PROCESSES[tier]) for o, d in docs.items()}
+    return merged
 
 
 def test_workload(

@@ -23,13 +23,12 @@ TIERS = {"quick": QUICK_WORKLOADS, "full": FULL_WORKLOADS}
 # Wall-clock limits per workload on the host (coreutils `timeout`): a hung NCCL collective
 # must not hang the whole validation run.
 TIMEOUT_S = {"quick": 300, "full": 1800}
-# Fresh processes per workload whose speed checks apply (validation.processes): one in both
-# tiers, so that each tier fits its time budget (README "Time budget"). The judge then counts
-# the noise between processes from the host's history (threshold speed_between_run_sd) or
-# the 5 % default, not from the runs (validation.judge): more "inconclusive" close to a
-# threshold, never a pass the data do not give. A tier may set more (from 5, the runs' own
-# spread decides).
-PROCESSES = {"quick": 1, "full": 1}
+# Fresh processes per workload whose speed checks apply (validation.processes), a budget:
+# each starts with one and adds one while a speed check is inconclusive (review 2, N2), every
+# verdict sharing alpha among the budget's looks. Quick: one (the bundle, < 60 s). Full:
+# three, so that a healthy host at 1.10x a floor passes and a host with no effect does not
+# (benchmarks/verdict_rates.py). From 5, the runs' own spread decides (validation.judge).
+PROCESSES = {"quick": 1, "full": 3}
 # The quick tier's workloads share one process (validation.workloads.bundle); its limit is
 # the sum of theirs.
 BUNDLED = {"quick": QUICK_WORKLOADS}
@@ -38,4 +37,7 @@ BUNDLED = {"quick": QUICK_WORKLOADS}
 # layout its tier gives it. Quick: ResNet-50 AMP. Full: ResNet-50 and BERT-Large (TF32 and
 # AMP), mirrored's XLA variant, the xla workload (its MLP and both ResNet-50 arms' XLA side).
 # Without a GPU only the xla workload compiles.
-XLA_COMPILED = {"quick": ("resnet50",), "full": ("resnet50", "bert_large", "mirrored", "xla")}
+XLA_COMPILED = {
+    "quick": ("resnet50",),
+    "full": ("resnet50", "bert_large", "mirrored", "xla", "mixed_precision"),
+}

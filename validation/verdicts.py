@@ -23,6 +23,11 @@ DEFAULT_CONFIDENCE = 0.999
 # Between-process spread of a speed-up (sd of its log) assumed when neither the runs nor the
 # host's history give one: the 3-5 % seen on real GPU hosts, rounded up.
 DEFAULT_BETWEEN_RUN_SD = 0.05
+# The intended margin a pass rests on (review 2, N2): a figure at or above its floor passes
+# once the data rule out that it sits this factor below the floor (for a speed-up floor of
+# 1.1, "no effect"); it fails once they rule out that it reaches the floor. The old rule also
+# demanded the interval clear the floor itself, so a pass needed 1.167x the floor.
+DECISION_MARGIN = 1.1
 MIN_PAIRS = 6  # fewest pairs per process; fewer gives "inconclusive"
 MIN_RUNS_FOR_SPREAD = 5  # processes needed before the runs' own spread is trusted alone
 ASSUMPTION_ALPHA = 0.001  # level of the trend and autocorrelation tests

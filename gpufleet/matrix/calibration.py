@@ -235,5 +235,9 @@ def apply(
             f"calibration ({cal.path}: median {fig.median:g} of {len(fig.values)} runs on "
             f"{cal.host or 'the calibrated host'}, spread {fig.spread:.1%}, x {fig.margin})"
         )
-        out.append(replace(floor, value=round(value, 3), origin=origin))
+        figure = f"median {fig.median:g} {floor.unit} of {len(fig.values)} runs"
+        where = cal.host or "this kind of host"
+        config = f"{floor.config or 'the workload as it runs'}, on {where}"
+        calibrated = replace(floor, value=round(value, 3), origin=origin)
+        out.append(calibrated.sourced(figure, config, f"calibration {cal.path}"))
     return out

@@ -3,19 +3,22 @@
 from __future__ import annotations
 
 import difflib
-from dataclasses import dataclass
 
 from gpufleet.matrix import references as refs
+from gpufleet.matrix.floor_types import Floor, FloorError
 from gpufleet.matrix.gpus import GPUS, GpuModel, gpu_by_device_id
+from gpufleet.matrix.speedup_floors import (
+    SPEEDUP_MARGIN,
+    float_precision,
+    mixed_precision,
+    xla,
+)
 
 # Margins, and why. A host's figure is held to margin x the published healthy figure.
 # Throughput: DLE measured NGC containers (TF 1.15 / TF 2.4 era, tuned Horovod, DALI); a stock
 # TF 2.x wheel, another driver and a different sustained clock under a fleet's power settings
 # spread a healthy host by 10-20 %; 0.80 keeps that spread and still fails half clocks (0.5).
 THROUGHPUT_MARGIN = 0.80
-# Speed-ups are ratios of two such figures; their errors partly cancel (same host, same run),
-# but Keras 3 mixed precision pays casts and loss scaling that TF1's AMP graph rewrite fused.
-SPEEDUP_MARGIN = 0.75
 # Weak scaling: DLE used Horovod (fused, overlapped all-reduce); MirroredStrategy all-reduces
 # after the backward pass without overlap (review, "mirrored"), which costs a few percent more.
 SCALING_MARGIN = 0.85
@@ -28,6 +31,8 @@ TF_PATH_OF_NCCL_TESTS = 0.70
 # One GPU of a host this far below the host's median fails (issue 13 item 3).
 OUTLIER_BELOW_MEDIAN = 0.10
 
+__all__ = ["SPEEDUP_MARGIN", "Floor", "FloorError", "find_model", "floors_for", "known_models"]
+
 INTERCONNECTS: dict[str, str] = {
     "single_gpu": "one GPU: nothing to link",
     "nvswitch": "every pair NV#, through NVSwitch (HGX/DGX A100 and later)",
@@ -39,28 +44,6 @@ INTERCONNECTS: dict[str, str] = {
 }
 PRECISIONS = ("fp32", "tf32", "fp16", "bf16")
 REFERENCE_STEPS = {"resnet50": "images_per_s", "bert_large": "sequences_per_s"}
-
-
-class FloorError(ValueError):
-    """A host kind, calibration file or figures file gpufleet cannot judge; says how to fix it."""
-
-
-@dataclass(frozen=True)
-class Floor:
-    """One floor: ``bound`` "min" means figure >= value, "max" figure <= value.
-
-    ``value`` None: no floor (the figure is reported only; calibration can set one).
-    ``per_gpu``: the figure may be a {gpu: value} mapping; every GPU is held to the floor and,
-    with ``outlier`` set, no GPU may sit more than that fraction below the host median.
-    """
-
-    name: str
-    value: float | None
-    unit: str
-    origin: str
-    bound: str = "min"
-    per_gpu: bool = False
-    outlier: float | None = None
 
 
 def known_models() -> list[str]:
@@ -110,78 +93,39 @@ def canonical_interconnect(interconnect: str, gpu_count: int) -> str:
     return "nvswitch" if interconnect == "nvlink" and gpu_count >= 8 else interconnect
 
 
-def _float_precision(model: GpuModel) -> str:
-    """What TF's float32 runs as: TF32 on tensor cores from compute capability 8.0 (TF default)."""
-    return "tf32" if model.compute_capability >= (8, 0) else "fp32"
-
-
 def _published(ref: refs.Reference, margin: float, why: str) -> str:
     batch = f", batch {ref.batch_per_gpu}/GPU" if ref.batch_per_gpu else ""
     return f"published ({ref.source}: {ref.value:.4g} {ref.unit}{batch}) x {margin} ({why})"
 
 
+def provenance(ref: refs.Reference) -> dict[str, str]:
+    """The figure, its configuration and its source, as Floor's fields."""
+    note = f" ({ref.note})" if ref.note else ""
+    figure = f"{ref.value:.4g} {ref.unit}{note}"
+    return {"figure": figure, "config": ref.configuration(), "source": str(ref.source)}
+
+
 def _throughput(model: GpuModel) -> list[Floor]:
     out = []
     for step, unit_name in REFERENCE_STEPS.items():
-        for precision in (_float_precision(model), "amp"):
+        for precision in (float_precision(model), "amp"):
             name = f"{step}.{unit_name}.{precision}"
             ref = refs.published(model.name, name)
             unit = "images/s" if step == "resnet50" else "sequences/s"
             if ref is not None and ref.value is not None:
                 value = round(ref.value * THROUGHPUT_MARGIN, 1)
                 origin = _published(ref, THROUGHPUT_MARGIN, "TF version, driver and clock spread")
+                seen = provenance(ref)
             else:
                 has = sorted({g for r in refs.THROUGHPUT if r.figure == name for g in r.gpus})
                 why = refs.UNPUBLISHED_NOTES.get(
                     model.name, f"DLE publishes it for {', '.join(has) or 'no model'} only"
                 )
                 value, origin = None, f"no published figure ({why}): reported; set by calibration"
-            out.append(Floor(name, value, unit, origin, per_gpu=True, outlier=OUTLIER_BELOW_MEDIAN))
+                seen = {}
+            floor = Floor(name, value, unit, origin, per_gpu=True, outlier=OUTLIER_BELOW_MEDIAN)
+            out.append(floor.sourced(**seen))
     return out
-
-
-def _speedups(model: GpuModel) -> list[Floor]:
-    out = []
-    base = _float_precision(model)
-    amp = refs.published(model.name, "resnet50.images_per_s.amp")
-    flt = refs.published(model.name, f"resnet50.images_per_s.{base}")
-    if not model.fp16_tensor_cores:
-        return [Floor("mixed_precision.speedup.fp16", None, "x", "no tensor cores: not judged")]
-    if amp and flt and amp.value and flt.value:
-        ratio = amp.value / flt.value
-        origin = (
-            f"published ({amp.source}: ResNet-50 AMP {amp.value:.4g} / {base.upper()} "
-            f"{flt.value:.4g} = {ratio:.2f}) x {SPEEDUP_MARGIN} (Keras 3 casts and loss scaling)"
-        )
-        out.append(
-            Floor("mixed_precision.speedup.fp16", round(ratio * SPEEDUP_MARGIN, 2), "x", origin)
-        )
-    elif base == "tf32":
-        out.append(Floor("mixed_precision.speedup.fp16", 1.5, "x", _CHOICE_MP_TF32))
-    else:
-        out.append(Floor("mixed_precision.speedup.fp16", 2.0, "x", _CHOICE_MP_FP32))
-    if model.bf16_tensor_cores:
-        out.append(Floor("mixed_precision.speedup.bf16", 1.5, "x", _CHOICE_MP_TF32))
-    gain = ", ".join(f"{r.figure} {r.value:.2f}" for r in refs.XLA_GAIN if r.value)
-    xla_why = (
-        f"gpufleet's choice: no slowdown; published ResNet-50 gains ({gain}, {_XLA_SRC}) "
-        "are within run-to-run spread"
-    )
-    out.append(Floor(f"xla.speedup.{base}", 1.0, "x", xla_why))
-    out.append(Floor("xla.speedup.amp", 1.0, "x", xla_why))
-    return out
-
-
-_XLA_SRC = f"{refs.DLE} {refs.DLE_RN50} time-to-train table"
-_CHOICE_MP_TF32 = (
-    "gpufleet's choice (no published TF figure for this model): dense 16-bit peak is 2x TF32 in "
-    "every datasheet of gpus.py and DLE's A100 ResNet-50 ratio is 2.61; 1.5 leaves the step's "
-    "memory-bound share"
-)
-_CHOICE_MP_FP32 = (
-    "gpufleet's choice (no published TF figure for this model): FP16 tensor cores vs FP32 CUDA "
-    "cores, DLE's V100 ResNet-50 ratio is 3.08; 2.0 leaves the memory-bound share"
-)
 
 
 def _scaling(model: GpuModel, gpu_count: int, interconnect: str) -> list[Floor]:
@@ -208,7 +152,14 @@ def _scaling(model: GpuModel, gpu_count: int, interconnect: str) -> list[Floor]:
                 f"gpufleet's choice (no figure for this model; the {interconnect} one): {origin}"
             )
         value = round(worst * SCALING_MARGIN, 2)
+        seen = {
+            "figure": f"{worst:.3f} (8-GPU over 1-GPU images/s per GPU)",
+            "config": "ResNet-50 v1.5 weak scaling, XLA on, DLE's batch per GPU, 1 vs 8 GPUs, "
+            f"Horovod; {pairs[0][0].measured_on}",
+            "source": str(src),
+        }
     else:
+        seen = {}
         value = {"pcie_switch": 0.70, "pcie_host_bridge": 0.70, "cross_socket": 0.60}[interconnect]
         origin = (
             "gpufleet's choice (no published PCIe figure): ResNet-50 moves 102 MB of fp32 "
@@ -217,7 +168,7 @@ def _scaling(model: GpuModel, gpu_count: int, interconnect: str) -> list[Floor]:
         )
     util_origin = "gpufleet's choice (review, expert item 2): every GPU busy in the mirrored phase"
     return [
-        Floor("mirrored.scaling_efficiency", value, unit, origin),
+        Floor("mirrored.scaling_efficiency", value, unit, origin).sourced(**seen),
         Floor("mirrored.gpu_utilization_pct", 80.0, "%", util_origin, per_gpu=True),
         Floor("mirrored.gpu_utilization_spread_pct", 15.0, "%", util_origin, bound="max"),
     ]
@@ -233,22 +184,24 @@ def _gemm(model: GpuModel) -> list[Floor]:
         if ref is not None and ref.value is not None:
             frac = round(ref.value * GEMM_MARGIN, 3)
             origin = _published(ref, GEMM_MARGIN, "sustained, power-limited clocks")
+            seen = provenance(ref)
         elif model.name in refs.POWER_CAPPED:
+            seen = {}
             frac = 0.30
             origin = (
                 "gpufleet's choice (no measurement for this power-capped model): L4/T4 measure "
                 "0.35-0.50 of the boost-clock peak; 0.30 fails clocks at 60 % of healthy"
             )
         else:
+            seen = {}
             frac = 0.55
             origin = (
                 "gpufleet's choice (no measurement for this model): uncapped parts measure "
                 "0.75-0.97 of the dense peak (review, 'gemm'); half clocks give 0.38-0.48"
             )
         name = f"gemm.fraction_of_peak.{precision}"
-        out.append(
-            Floor(name, frac, "fraction", origin, per_gpu=True, outlier=OUTLIER_BELOW_MEDIAN)
-        )
+        floor = Floor(name, frac, "fraction", origin, per_gpu=True, outlier=OUTLIER_BELOW_MEDIAN)
+        out.append(floor.sourced(**seen))
         out.append(
             Floor(
                 f"gemm.tflops.{precision}",
@@ -291,12 +244,14 @@ def _allreduce(model: GpuModel, gpu_count: int, interconnect: str) -> list[Floor
     if ref is not None and ref.value is not None and interconnect == "nvswitch":
         value = round(ref.value * TF_PATH_OF_NCCL_TESTS, 1)
         origin = _published(ref, TF_PATH_OF_NCCL_TESTS, "TF's packed all-reduce path")
+        seen = provenance(ref)
     else:
         value = round(_ALLREDUCE_CHOICE[interconnect], 1)
         origin = f"gpufleet's choice ({_ALLREDUCE_WHY[interconnect]})"
+        seen = {}
     ratio_origin = "issue 13 item 4 / review defect 10: TF path 10-30 % below nccl-tests"
     return [
-        Floor("allreduce.busbw_gbps", value, "GB/s", origin),
+        Floor("allreduce.busbw_gbps", value, "GB/s", origin).sourced(**seen),
         Floor(
             "allreduce.busbw_fraction_of_nccl_tests",
             TF_PATH_OF_NCCL_TESTS,
@@ -348,7 +303,8 @@ def floors_for(gpu_model: str, gpu_count: int, interconnect: str) -> list[Floor]
     model = find_model(gpu_model)
     return [
         *_throughput(model),
-        *_speedups(model),
+        *mixed_precision(model),
+        *xla(model),
         *_scaling(model, gpu_count, interconnect),
         *_gemm(model),
         *_allreduce(model, gpu_count, interconnect),

@@ -38,6 +38,18 @@ def _print_floors(floors: list[Floor]) -> None:
         scope = " per GPU" if f.per_gpu else ""
         print(f"{f.name:42} {value:>10} {f.unit}{scope}")
         print(f"    {f.origin}")
+        print(f"    figure: {f.figure or '(none: gpufleet choice or calibration)'}")
+        print(f"    configuration: {f.config or '(not a measured figure)'}")
+        print(f"    source: {f.source or _source_of(f)}")
+
+
+def _source_of(floor: Floor) -> str:
+    """Where a floor without a published figure comes from: calibration, a choice, or nothing."""
+    if floor.origin.startswith("calibration"):
+        return floor.origin
+    if floor.value is None:
+        return "none yet: reported until calibration sets it"
+    return "gpufleet's choice (see the origin above)"
 
 
 def _load_figures(path: str) -> dict[str, object]:

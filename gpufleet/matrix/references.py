@@ -53,6 +53,29 @@ class Reference:
     measured_on: str = ""
     note: str = ""
 
+    def configuration(self) -> str:
+        """The configuration the figure was measured in: step, precision, XLA, batch, host."""
+        step, _, precision = self.figure.rpartition(".")
+        parts = [f"{_STEP_NAMES.get(step, step)} {precision.upper()}"]
+        if self.xla is not None:
+            parts.append("XLA on" if self.xla else "XLA off")
+        elif step in _STEP_NAMES:
+            parts.append("XLA not stated by the table")
+        if self.batch_per_gpu:
+            parts.append(f"batch {self.batch_per_gpu}/GPU")
+        parts.append(f"{self.gpu_count} GPU" + ("s" if self.gpu_count > 1 else ""))
+        if self.measured_on:
+            parts.append(self.measured_on)
+        return ", ".join(parts)
+
+
+_STEP_NAMES = {
+    "resnet50.images_per_s": "ResNet-50 v1.5 training",
+    "bert_large.sequences_per_s": "BERT-Large pre-training (seq 128)",
+    "gemm.fraction_of_peak": "dense GEMM",
+    "nccl_tests": "nccl-tests all_reduce_perf",
+}
+
 
 _RN50_A100 = Source(f"{DLE} {DLE_RN50}", "Training performance: NVIDIA DGX A100 (8x A100 40GB)")
 _RN50_V100 = Source(f"{DLE} {DLE_RN50}", "Training performance: NVIDIA DGX-1 (8x V100 16G)")

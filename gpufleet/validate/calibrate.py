@@ -26,6 +26,42 @@ DEFAULT_DIR = Path("calibration")
 BAD_STATUSES = ("fail", "error")
 
 
+def refusal(doc: dict[str, Any]) -> str | None:
+    """Why a run's document shows a host that is not known-good, or None when it may calibrate.
+
+    A run whose only failures are speed checks of its workloads is accepted (review 2, N9): a
+    floor set before calibration may sit above a healthy host, and calibration is what replaces
+    it. Refused: a run error, a failing or erroring check outside the workloads (health,
+    vendor diagnostics), a workload that crashed (no checks) or failed a check of any other
+    kind (correctness, evidence, memory, utilization)."""
+    if doc.get("run_error"):
+        return str(doc["run_error"])
+    if doc.get("status") not in BAD_STATUSES:
+        return None
+    workloads = {str(w.get("workload")): w for w in doc.get("workloads") or ()}
+    why = []
+    for check in doc.get("checks") or ():
+        if check.get("status") not in BAD_STATUSES:
+            continue
+        name = str(check.get("name"))
+        workload = (
+            workloads.get(name.removeprefix("workloads::"))
+            if name.startswith("workloads::")
+            else None
+        )
+        if workload is None or check.get("status") == "error":
+            why.append(name)
+            continue
+        checks = workload.get("checks") or ()
+        bad = [c for c in checks if c.get("status") == "fail" and c.get("kind") != "speed"]
+        if not checks:
+            why.append(f"{name} (crashed: no checks)")
+        elif bad:
+            why.append(f"{name} ({', '.join(str(c.get('name')) for c in bad[:3])})")
+    speed_only = any(c.get("status") in BAD_STATUSES for c in doc.get("checks") or ())
+    return ", ".join(why[:5]) or (None if speed_only else "no failing check named")
+
+
 class CalibrationError(Exception):
     """Calibration cannot go on; the message says why and what to do."""
 
@@ -176,13 +212,14 @@ def calibrate(args: argparse.Namespace) -> int:
         if isinstance(result, int):
             return result
         doc = result[0]
-        if doc["status"] in BAD_STATUSES:
-            failed = [c["name"] for c in doc.get("checks", ()) if c["status"] in BAD_STATUSES]
-            why = doc.get("run_error") or ", ".join(failed[:5])
+        why = refusal(doc)
+        if why is not None:
             raise CalibrationError(
                 f"run {run_id}: {hosts[0].name} is '{doc['status']}' ({why}); a host that "
                 "fails validation is not known-good: fix it (or pick another), then calibrate"
             )
+        if doc["status"] in BAD_STATUSES:
+            print(plain(f"run {run_id}: only speed checks failed; their figures are recorded"))
         documents.append(doc)
         run_ids.append(run_id)
     kind = host_kind(documents)

@@ -7,6 +7,7 @@ Log lines: tests/fixtures/nccl_debug (sources in its SOURCES.md).
 from __future__ import annotations
 
 import argparse
+import json
 import types
 from pathlib import Path
 
@@ -15,6 +16,7 @@ import pytest
 from gpufleet.matrix.floors import floors_for
 from validation.nccl_reference import (
     ReferenceError,
+    busbw_at,
     from_run,
     from_run_figures,
     from_vendor_section,
@@ -69,7 +71,10 @@ def test_transport_names() -> None:
 
 def test_nccl_tests_reference_contract() -> None:
     ref = read_reference('{"busbw_gbps": 231.4, "bytes": 8589934592, "gpus": 8}')
-    assert ref == {"busbw_gbps": 231.4, "bytes": 8589934592, "gpus": 8, "source": "--nccl-tests"}
+    assert ref == {
+        **{"busbw_gbps": 231.4, "bytes": 8589934592, "gpus": 8, "source": "--nccl-tests"},
+        "sizes": {},
+    }
     assert read_reference(None) is None
     bad_ones = ('{"gpus": 8}', '{"busbw_gbps": 0, "gpus": 8}', '{"busbw_gbps": 1, "gpus": 1}', "[]")
     for bad in bad_ones:
@@ -93,6 +98,7 @@ def test_the_suite_hands_over_what_test_nccl_allreduce_recorded() -> None:
         "bytes": 8589934592,
         "gpus": 8,
         "source": "vendor_diagnostics::nccl_allreduce",
+        "sizes": {},
     }
     broken = {k: {**v, "wrong": 3} for k, v in figures.items()}
     assert from_run_figures(broken) is None
@@ -115,6 +121,7 @@ def test_the_results_vendor_section_is_read_first() -> None:
         "bytes": 8589934592,
         "gpus": 8,
         "source": "vendor.nccl_tests",
+        "sizes": {},
     }
     assert from_vendor_section({**section, "exit_code": 1}) is None
     state = types.SimpleNamespace(vendor={"dcgm": None, "nccl_tests": section}, figures={})
@@ -158,7 +165,7 @@ def _spread(busbw: float) -> list[float]:
 
 
 def test_tf_busbw_is_held_against_nccl_tests_on_the_same_host() -> None:
-    ref = '{"busbw_gbps": 370.0, "bytes": 8589934592, "gpus": 8}'
+    ref = '{"busbw_gbps": 480.0, "bytes": 8589934592, "gpus": 8, "sizes": {"1073741824": 370.0}}'
     healthy = _run("NVIDIA H100 80GB HBM3", 8, "nvlink", nccl_tests=ref)
     allreduce._against_nccl_tests(healthy, _spread(350.0), 2**30, 8)  # 0.95 of nccl-tests
     assert healthy.checks[-1]["status"] == "pass"
@@ -170,3 +177,21 @@ def test_tf_busbw_is_held_against_nccl_tests_on_the_same_host() -> None:
     allreduce._against_nccl_tests(other, _spread(150.0), 2**30, 4)
     assert other.checks[-1]["status"] == "not_applicable"
     assert "8 GPUs, TensorFlow uses 4" in other.checks[-1]["reason"]
+
+
+def test_tf_busbw_is_compared_with_the_nccl_tests_row_of_the_same_size() -> None:
+    """Review 2, N10: the old code divided TF's 1 GiB figure by nccl-tests' largest (8 GiB,
+    NVLS on an H100: 480), so a healthy 350 read 0.73, inconclusive against 0.70."""
+    sizes = [{"size_bytes": 2**30, "busbw_gbps": 370.0}, {"size_bytes": 2**33, "busbw_gbps": 480.0}]
+    section = {"busbw_at_largest_gbps": 480.0, "largest_size_bytes": 2**33, "gpu_count": 8}
+    reference = from_vendor_section({**section, "sizes": sizes, "exit_code": 0, "wrong": 0})
+    assert reference is not None and busbw_at(reference, 2**30) == 370.0
+    run = _run("NVIDIA H100 80GB HBM3", 8, "nvlink", nccl_tests=json.dumps(reference))
+    allreduce._against_nccl_tests(run, _spread(350.0), 2**30, 8)
+    assert run.checks[-1]["status"] == "pass"
+    assert run.config["nccl_tests_at_size"] == {"bytes": 2**30, "busbw_gbps": 370.0}
+    largest_only = '{"busbw_gbps": 480.0, "bytes": 8589934592, "gpus": 8}'
+    run = _run("NVIDIA H100 80GB HBM3", 8, "nvlink", nccl_tests=largest_only)
+    allreduce._against_nccl_tests(run, _spread(350.0), 2**30, 8)
+    assert run.checks[-1]["status"] == "not_applicable"
+    assert "no row at 1073741824 B" in run.checks[-1]["reason"]

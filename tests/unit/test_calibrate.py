@@ -348,3 +348,48 @@ def test_thresholds_and_the_workloads_derive_the_same_calibrated_floors(tmp_path
     assert shown == run.floors
     assert shown["resnet50.images_per_s.amp"].value == pytest.approx(0.85 * 2100.0)
     assert shown["mirrored.gpu_utilization_spread_pct"].value == pytest.approx(5.0 / 0.85, abs=1e-3)
+
+
+def _speed_failed_workload() -> dict:
+    doc = _gpu_workload(1700, 0.9)
+    doc["checks"] = [
+        {"name": "trains_amp", "kind": "correctness", "status": "pass"},
+        {"name": "throughput_amp", "kind": "speed", "status": "fail"},
+    ]
+    return doc
+
+
+def test_a_run_whose_only_failures_are_speed_checks_calibrates(tmp_path, capsys, fake_runs):
+    # Review 2, N9: the old code refused any run with status fail, so a floor that sits above
+    # a healthy host could never be replaced by calibration.
+    out = tmp_path / "cal.toml"
+    for _ in range(2):
+        bad = _document([_speed_failed_workload()], status="fail")
+        bad["checks"] = [{"name": "workloads::resnet50", "status": "fail"}]
+        fake_runs.append(bad)
+    args = _args(tmp_path, "--limit", "gpu01", "--runs", "2", "--output", str(out))
+    assert calibrate.run(args) == 0, capsys.readouterr().err
+    assert "only speed checks failed" in capsys.readouterr().out
+    cal = calibration.load(out)
+    assert cal.figures["resnet50.images_per_s.amp"].values == (1703.5, 1703.5)
+
+
+@pytest.mark.parametrize(
+    ("kind", "checks", "top", "message"),
+    [
+        ("correctness", True, "fail", "workloads::resnet50 (trains_amp)"),
+        ("speed", False, "fail", "crashed: no checks"),
+        ("speed", True, "error", "workloads::resnet50"),
+    ],
+)
+def test_correctness_crashes_and_errors_still_refuse(
+    tmp_path, capsys, fake_runs, kind, checks, top, message
+):
+    workload = _gpu_workload(1700, 0.9)
+    if checks:
+        workload["checks"] = [{"name": "trains_amp", "kind": kind, "status": "fail"}]
+    bad = _document([workload], status="fail")
+    bad["checks"] = [{"name": "workloads::resnet50", "status": top}]
+    fake_runs.append(bad)
+    assert calibrate.run(_args(tmp_path, "--limit", "gpu01")) == 2
+    assert message in capsys.readouterr().err

@@ -212,3 +212,27 @@ def test_a_busy_run_makes_speed_checks_inconclusive(method: str) -> None:
         run.ab("x", "x", lambda: None, lambda: None, threshold=9.0, pairs=3, device="GPU:0")
     (check,) = run.checks
     assert check["status"] == "inconclusive" and check["reason"] == run.busy
+
+
+def test_the_busy_guard_sees_only_this_processs_gpu(monkeypatch) -> None:
+    """Review 2, N3: the full tier's resnet50 processes run one per GPU at once; the old guard
+    judged every GPU, so GPU 0's process saw GPU 1's sibling and went inconclusive."""
+    monkeypatch.setattr(nvml_sampler, "_load_pynvml", _Nvml)
+    monkeypatch.setattr("validation.gpu_busy.READING_GAP_S", 0.0)
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "0")
+    assert NvmlSampler().busy_reason() is None  # the sibling (PID 555) is on GPU 1
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "GPU-1")
+    assert NvmlSampler().busy_reason() == "GPU busy (PIDs 555 python3 on GPU 1)"
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES")
+    assert NvmlSampler().busy_reason() == "GPU busy (PIDs 555 python3 on GPU 1)"
+
+
+def test_visible_devices_follow_cuda_rules() -> None:
+    from validation.gpu_busy import visible
+
+    uuids = ["GPU-aa", "GPU-bb", "GPU-cc"]
+    assert visible([0, 1, 2], uuids, None) == [0, 1, 2]
+    assert visible([0, 1, 2], uuids, "2,0") == [2, 0]
+    assert visible([0, 1, 2], uuids, "GPU-b") == [1]
+    assert visible([0, 1, 2], uuids, "1,-1,2") == [1]  # CUDA stops at an invalid entry
+    assert visible([0, 1, 2], uuids, "") == []

@@ -101,7 +101,9 @@ def test_the_full_tier_runs_each_workload_in_its_processes_only() -> None:
     host = Host()
     _run_tier("full", host, gpus=8)
     per_gpu_parallel = 1  # resnet50: one command starting 8 pinned processes at once
-    assert len(host.commands) == (len(FULL_WORKLOADS) - 1) * PROCESSES["full"] + per_gpu_parallel
+    # Nothing undecided in these documents: one process each, however many the budget allows.
+    assert PROCESSES["full"] > 1
+    assert len(host.commands) == (len(FULL_WORKLOADS) - 1) + per_gpu_parallel
     assert not any("validation.workloads.bundle" in c for c in host.commands)
 
 

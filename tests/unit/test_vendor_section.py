@@ -89,7 +89,7 @@ def test_a_version_3_document_holds_dcgm_and_nccl_tests_in_one_place():
     assert nccl["busbw_at_largest_gbps"] == 235.26 and nccl["avg_busbw_gbps"] == 68.4048
     assert nccl["largest_size_bytes"] == 8 << 30 and nccl["wrong"] == 0
     assert len(nccl["sizes"]) == 34 and nccl["sizes"][-1]["busbw_gbps"] == 235.26
-    assert nccl["floor"]["busbw_gbps"] == 228.0 and "Azure" in nccl["floor"]["source"]
+    assert nccl["floor"]["busbw_gbps"] == 180.0 and "nccl-tests#149" in nccl["floor"]["source"]
     assert nccl["status"] == "pass"
     assert nccl_busbw(doc) == 235.26
 
@@ -146,7 +146,7 @@ def test_an_old_documents_vendor_checks_stand_for_the_section():
     validate_results(doc)
     section = vendor_of(doc)
     assert section["nccl_tests"]["busbw_at_largest_gbps"] == 235.26
-    assert section["nccl_tests"]["floor"]["busbw_gbps"] == 228.0
+    assert section["nccl_tests"]["floor"]["busbw_gbps"] == 180.0
     assert section["nccl_tests"]["from"] == "checks"
     assert (section["dcgm"]["status"], section["dcgm"]["reason"]) == (
         "skip",
@@ -165,7 +165,7 @@ def test_the_html_report_renders_an_old_documents_vendor_checks(tmp_path):
     ff.write(tmp_path, {**doc, "host": "old-host"})
     html = render_html(load_fleet(tmp_path))
     assert "<code>dcgmi diag</code>" in html  # no level recorded before version 3
-    assert "busbw 235 GB/s at 8589934592 B" in html and "floor 228 GB/s" in html
+    assert "busbw 235 GB/s at 8589934592 B" in html and "floor 180 GB/s" in html
 
 
 # --------------------------------------------------------------------------- the reports
@@ -180,7 +180,7 @@ def test_the_textfile_has_busbw_per_size_and_dcgm_gauges():
     assert busbw[str(8 << 30)] == 235.26 and busbw["0"] == 0
     assert all(labels["host"] == "gpu-a" for labels, _ in found["gpufleet_nccl_busbw_gbps"])
     assert found["gpufleet_nccl_busbw_floor_gbps"] == [
-        ({"host": "gpu-a", "metric": "largest"}, 228.0)
+        ({"host": "gpu-a", "metric": "largest"}, 180.0)
     ]
     assert found["gpufleet_nccl_wrong"] == [({"host": "gpu-a"}, 0.0)]
     result = {labels["status"]: v for labels, v in found["gpufleet_dcgm_diag_result"]}
@@ -219,8 +219,8 @@ def test_the_terminal_shows_the_failing_gpu_and_the_floor_with_its_source():
     console.print(table)
     text = console.file.getvalue()  # type: ignore[attr-defined]
     assert "dcgmi diag -r 1" in text and "software" in text and "GPU 0" in text
-    assert "busbw 235 GB/s at 8589934592 B" in text and "floor 228 GB/s" in text
-    assert "azurehpc-health-checks" in text
+    assert "busbw 235 GB/s at 8589934592 B" in text and "floor 180 GB/s" in text
+    assert "nccl-tests#149" in text
 
 
 def test_the_junit_carries_the_vendor_figures(tmp_path):
@@ -234,7 +234,7 @@ def test_the_junit_carries_the_vendor_figures(tmp_path):
     }
     assert props["gpufleet_dcgm_status"] == "fail" and props["gpufleet_dcgm_failed_tests"] == "1"
     assert props["gpufleet_nccl_busbw_at_largest_gbps"] == "235.26"
-    assert props["gpufleet_nccl_floor_gbps"] == "228.0"
+    assert props["gpufleet_nccl_floor_gbps"] == "180.0"
     assert props["gpufleet_nccl_wrong"] == "0"
     assert dict(summary_properties(run.document)) == {
         k: v for k, v in props.items() if k.startswith(("gpufleet_dcgm", "gpufleet_nccl"))
@@ -257,7 +257,7 @@ def test_the_html_report_keeps_the_last_full_runs_nccl_figure_next_to_the_newest
     assert found["nccl_tests"]["run_id"] == full["run_id"]
     html = render_html(load_fleet(tmp_path))
     assert "Vendor diagnostics" in html and "dcgmi diag -r 1" in html
-    assert "busbw 235 GB/s at 8589934592 B" in html and "floor 228 GB/s" in html
+    assert "busbw 235 GB/s at 8589934592 B" in html and "floor 180 GB/s" in html
     assert f"run {full['run_id']}" in html
     assert "Persistence mode for GPU 0 is disabled" in html
 

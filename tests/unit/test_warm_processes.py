@@ -34,6 +34,7 @@ def test_each_tiers_xla_process_is_re_run_as_the_tier_runs_it() -> None:
         ("full", ("bert_large",), "0", False),
         ("full", ("mirrored",), None, False),  # MirroredStrategy over every GPU
         ("full", ("xla",), "0", False),
+        ("full", ("mixed_precision",), "0", False),  # both arms XLA (review 2, N1)
     ]
     assert [p.workloads for p in warm.warm_processes(["full"], 0, only=["xla"])] == [("xla",)]
     assert warm.warm_processes(["full"], 0, only=["xla"])[0].gpu is None  # no GPU: as it is
@@ -60,7 +61,9 @@ def test_the_xla_workloads_are_those_whose_gpu_steps_xla_compiles() -> None:
     assert not mirrored.QUICK_GPU["jit_variant"] and mirrored.FULL["jit_variant"]
     assert XLA_COMPILED["quick"] == ("resnet50",)  # of QUICK_WORKLOADS, bert/xla are full only
     assert set(XLA_COMPILED["quick"]) <= set(QUICK_WORKLOADS) == set(BUNDLED["quick"])
-    assert set(XLA_COMPILED["full"]) == {"resnet50", "bert_large", "mirrored", "xla"}
+    assert set(XLA_COMPILED["full"]) == {
+        *("resnet50", "bert_large", "mirrored", "xla", "mixed_precision")
+    }
     for name in set(FULL_WORKLOADS) - set(XLA_COMPILED["full"]):
         source = (ROOT / "validation" / "workloads" / f"{name}.py").read_text()
         assert not re.search(r"jit_compile=(?!False)", source), name
@@ -96,13 +99,13 @@ def _main(monkeypatch, tmp_path: Path, status: dict[str, int], busy: str | None 
 def test_the_marker_is_written_once_every_process_compiled(monkeypatch, tmp_path, capsys) -> None:
     rc, fake, cache = _main(monkeypatch, tmp_path, {})
     report = json.loads(capsys.readouterr().out)
-    assert rc == 0 and len(fake.argv) == 5
+    assert rc == 0 and len(fake.argv) == 6
     assert (cache / xla_cache.MARKER).read_text() == "TF 2.21; payload p; GPUs 8x\n"
     assert report["warm_up"] is True and report["status"] == "warmed"
     assert report["gpu_set"] == "gpus-none" and "removed_gpu_sets" not in report  # no driver
-    assert (report["entries_before"], report["entries_after"]) == (0, 5)
-    assert len(xla_cache.entries(cache / "gpus-none")) == 5 and not xla_cache.entries(cache)
-    assert [p["exit_status"] for p in report["processes"]] == [0] * 5
+    assert (report["entries_before"], report["entries_after"]) == (0, 6)
+    assert len(xla_cache.entries(cache / "gpus-none")) == 6 and not xla_cache.entries(cache)
+    assert [p["exit_status"] for p in report["processes"]] == [0] * 6
 
 
 def test_the_warm_up_counts_its_sets_entries_and_drops_other_sets(
@@ -122,11 +125,11 @@ def test_the_warm_up_counts_its_sets_entries_and_drops_other_sets(
     (cache / "gpus-aaaaaaaaaaaa").mkdir(parents=True)  # the A100s the host had
     (cache / "gpus-aaaaaaaaaaaa" / "xla_compile_cache__old__XLA_GPU_JIT.pb").write_bytes(b"x")
     (cache / key).mkdir()
-    (cache / key / "xla_compile_cache__xla__XLA_GPU_JIT.pb").write_bytes(b"x")  # one of five
+    (cache / key / "xla_compile_cache__xla__XLA_GPU_JIT.pb").write_bytes(b"x")  # one of six
     rc, _, cache = _main(monkeypatch, tmp_path, {})
     report = json.loads(capsys.readouterr().out)
     assert rc == 0 and report["gpu_set"] == key
-    assert (report["entries_before"], report["entries_after"]) == (1, 5)
+    assert (report["entries_before"], report["entries_after"]) == (1, 6)
     assert report["removed_gpu_sets"] == ["gpus-aaaaaaaaaaaa"]
     assert sorted(p.name for p in cache.iterdir()) == sorted([key, xla_cache.MARKER])
 
@@ -135,7 +138,7 @@ def test_a_failed_process_leaves_no_marker(monkeypatch, tmp_path, capsys) -> Non
     rc, _, cache = _main(monkeypatch, tmp_path, {"bert_large": 1})
     report = json.loads(capsys.readouterr().out)
     assert rc == 1 and not (cache / xla_cache.MARKER).exists()
-    assert report["status"] == "1 of 5 processes failed: marker not written"
+    assert report["status"] == "1 of 6 processes failed: marker not written"
 
 
 def test_a_busy_gpu_starts_nothing(monkeypatch, tmp_path, capsys) -> None:

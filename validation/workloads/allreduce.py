@@ -31,7 +31,7 @@ import numpy as np
 
 from gpufleet.matrix.floors import canonical_interconnect
 from validation.harness import FAIL, PASS, Verdict
-from validation.nccl_reference import ReferenceError, read_reference
+from validation.nccl_reference import ReferenceError, busbw_at, read_reference
 from validation.nccl_transport import expected_kind_missing, parse_transports
 from validation.thresholds import TOPOLOGY_KEY, load_thresholds_with_sources
 from validation.workloads._common import Run, WorkloadError, _read_overrides, main, not_applicable
@@ -130,13 +130,20 @@ def _against_nccl_tests(run: Run, busbw: list[float], size: int, ranks: int) -> 
         skip = f"nccl-tests ran on {reference['gpus']} GPUs, TensorFlow uses {ranks}"
     if skip is None and (floor is None or floor.value is None):
         skip = f"no floor allreduce.busbw_fraction_of_nccl_tests ({run.floors_reason})"
-    fractions = [b / reference["busbw_gbps"] for b in busbw] if reference else list(busbw)
+    same = busbw_at(reference, size) if reference is not None else None
+    if skip is None and reference is not None and same is None:
+        skip = (
+            f"nccl-tests has no row at {size} B (its rows: {sorted(map(int, reference['sizes']))})"
+        )
+    if reference is not None:
+        run.config["nccl_tests_at_size"] = {"bytes": size, "busbw_gbps": same}
+    fractions = [b / same for b in busbw] if same else list(busbw)
     run.sample_check(
         "busbw_vs_nccl_tests",
-        "busbw_fraction_of_nccl_tests" if reference else None,
+        "busbw_fraction_of_nccl_tests" if same else None,
         fractions,
         threshold=float(floor.value) if floor is not None and floor.value else 1.0,
-        what=f"TF busbw at {size} B / nccl-tests busbw",
+        what=f"TF busbw at {size} B / nccl-tests busbw at {size} B",
         not_applicable=skip,
     )
 

@@ -2,12 +2,16 @@
 
 Run: ``python -m validation.workloads.mixed_precision [--quick] [--json PATH]``
 
-Speed: the ResNet-50 reference step (validation.workloads._refsteps) at the float batch DLE
-used, float32 (TF32 from compute capability 8.0) against each policy, XLA off in every arm;
-``mixed_precision.speedup.fp16``/``.bf16`` judged against run.floor (DLE's AMP/TF32 ratio x a
-margin). A toy MLP cannot show the speed-up on TF32 GPUs (the TF guide says so), so the small
-MLP only checks correctness: the mixed loss stays finite and close to float32's from the same
-initial weights, float16 training through a LossScaleOptimizer.
+Speed: the ResNet-50 reference step (validation.workloads._refsteps) in the configuration DLE
+published its AMP/float pair in (gpufleet.matrix.speedup_floors): XLA on in both arms on a GPU
+(the executables the resnet50 workload compiled, from XLA's persistent cache), each arm at
+DLE's batch for its precision and the blocks sized to the same images, so the time ratio is the
+throughput ratio. Without XLA Keras 3's batch norm is unfused float32 in both arms and the
+step is memory-bound whatever the precision (review 2, N1). ``mixed_precision.speedup.fp16``
+is judged against run.floor where DLE publishes the pair; elsewhere it is reported. A toy MLP
+cannot show the speed-up on TF32 GPUs (the TF guide says so), so the small MLP only checks
+correctness: the mixed loss stays finite and close to float32's from the same initial weights,
+float16 training through a LossScaleOptimizer.
 """
 
 from __future__ import annotations
@@ -53,15 +57,42 @@ def _unsupported(run: Run, minimum: tuple[int, int]) -> str | None:
     return None
 
 
+def arms(
+    base: str,
+    precision: str,
+    *,
+    has_gpu: bool,
+    gpu_model: str | None,
+    batch: int | None,
+    steps: int,
+) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The two arms' build sizes: XLA on with a GPU, DLE's batch per precision, and as many
+    steps per block as give both arms the same images (the fewer-image arm's steps scaled up).
+
+    Example: a V100 (FP32 batch 128, AMP 256), 5 steps: FP32 10 steps of 128, AMP 5 of 256.
+    """
+    sizes = []
+    for p in (base, precision):
+        chosen = batch or batch_per_gpu("resnet50", p, gpu_model)
+        sizes.append({"batch": chosen, "steps": steps, "jit_compile": has_gpu})
+    a, b = sizes
+    big = max(a["batch"], b["batch"])
+    for arm in sizes:
+        if big % arm["batch"]:
+            raise ValueError(f"batches {a['batch']} and {b['batch']} do not divide")
+        arm["steps"] = steps * big // arm["batch"]
+    return a, b
+
+
 def body(run: Run) -> None:
     tf, keras = run.tf, run.tf.keras
     cfg = run.sizes(QUICK, QUICK_GPU, FULL)
     device = run.compute_devices[0]
     base = float_precision(run.compute_capability)
-    ref_batch = cfg["ref_batch"] or batch_per_gpu("resnet50", base, run.gpu_model)
     run.config.update(
         model="MLP (Dense + ReLU), float32 output layer (correctness)",
-        speed_model=f"ResNet-50 v1.5 reference step, batch {ref_batch}, XLA off",
+        speed_model="ResNet-50 v1.5 reference step, each precision at DLE's batch, "
+        f"XLA {'on' if run.has_gpu else 'off (CPU)'} in both arms",
         float_precision=base,
         device=device,
     )
@@ -129,15 +160,23 @@ def body(run: Run) -> None:
 
             metric = f"mixed_precision.speedup.{figure}"
             threshold, skip = speed_skip(run, metric)
-            run.step("ab", f"ResNet-50 {base} vs {precision}, batch {ref_batch}", device)
-            sizes = {"batch": ref_batch, "steps": cfg["steps"], "jit_compile": False}
-            if baseline_block is None:
-                baseline_block = reference_block(run, base, **sizes)
+            size_a, size_b = arms(
+                base,
+                precision,
+                has_gpu=run.has_gpu,
+                gpu_model=run.gpu_model,
+                batch=cfg["ref_batch"],
+                steps=cfg["steps"],
+            )
+            run.config.setdefault("arms", {})[policy] = {base: size_a, precision: size_b}
+            run.step("ab", f"ResNet-50 {base} {size_a} vs {precision} {size_b}", device)
+            if baseline_block is None or baseline_block[0] != size_a:
+                baseline_block = (size_a, reference_block(run, base, **size_a))
             result = run.ab(
                 f"{policy}_speedup",
                 metric,
-                run.timed(base, baseline_block),
-                run.timed(precision, reference_block(run, precision, **sizes)),
+                run.timed(base, baseline_block[1]),
+                run.timed(precision, reference_block(run, precision, **size_b)),
                 threshold=threshold,
                 pairs=cfg["pairs"],
                 device=device,
