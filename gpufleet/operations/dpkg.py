@@ -15,11 +15,16 @@ from gpufleet.operations.apt import APT_GET
 # interrupted, you must manually run 'dpkg --configure -a'"). A package cut off mid-unpack (a
 # power cut) stays half-installed, and dpkg cannot configure what depends on it until apt
 # reinstalls it: so a failed first pass is not the end; only a host still unclean after all
-# three fails. The arguments are the apt-get command.
+# three fails. The arguments are the apt-get command. A journal entry is what apt itself counts
+# (debSystem::CheckUpdates: names of digits alone); dpkg's own leftover ``tmp.i`` is not one.
 _REPAIR = r"""set -u
-clean() {
-  [ -z "$(ls -A /var/lib/dpkg/updates 2>/dev/null)" ] && [ -z "$(dpkg --audit 2>/dev/null)" ]
+journal() { # an unfinished dpkg run left a journal entry: a file named by digits alone
+  for f in /var/lib/dpkg/updates/*; do
+    case ${f##*/} in *[!0-9]*) ;; *) return 0 ;; esac
+  done
+  return 1
 }
+clean() { ! journal && [ -z "$(dpkg --audit 2>/dev/null)" ]; }
 if clean; then
   echo "gpufleet: dpkg is clean now: nothing to repair"
   exit 0

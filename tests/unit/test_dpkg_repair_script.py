@@ -42,10 +42,17 @@ exit 0
 """
 
 
-def repair(tmp_path: Path, *conditions: str) -> tuple[subprocess.CompletedProcess[str], list[str]]:
-    bin_dir, state = tmp_path / "bin", tmp_path / "state"
+def repair(
+    tmp_path: Path, *conditions: str, journal: tuple[str, ...] = ()
+) -> tuple[subprocess.CompletedProcess[str], list[str]]:
+    """The script with dpkg and apt-get stand-ins, and a dpkg journal folder of its own holding
+    `journal` (never this machine's /var/lib/dpkg/updates, which any apt run here changes)."""
+    bin_dir, state, updates = tmp_path / "bin", tmp_path / "state", tmp_path / "updates"
     bin_dir.mkdir()
     state.mkdir()
+    updates.mkdir()
+    for name in journal:
+        (updates / name).write_text("Package: gcc-12\nStatus: install ok half-configured\n")
     for name, text in (("dpkg", STAND_IN_DPKG), ("apt-get", STAND_IN_APT)):
         (bin_dir / name).write_text(text)
         (bin_dir / name).chmod(0o755)
@@ -53,7 +60,15 @@ def repair(tmp_path: Path, *conditions: str) -> tuple[subprocess.CompletedProces
         (state / condition).touch()
     env = {**os.environ, "PATH": f"{bin_dir}:{os.environ['PATH']}", "STATE": str(state)}
     result = subprocess.run(
-        ["sh", "-c", dpkg._REPAIR, "gpufleet-dpkg-repair", "env", "apt-get", "-y"],
+        [
+            "sh",
+            "-c",
+            dpkg._REPAIR.replace("/var/lib/dpkg/updates", str(updates)),
+            "gpufleet-dpkg-repair",
+            "env",
+            "apt-get",
+            "-y",
+        ],
         capture_output=True,
         text=True,
         env=env,
@@ -91,3 +106,17 @@ def test_a_host_still_unclean_fails_naming_the_package_and_the_fix(tmp_path, con
     assert result.returncode == 1
     assert "nvidia-dkms-580 failed to configure" in result.stderr
     assert "dpkg is still not clean" in result.stderr and "Fix: on the host" in result.stderr
+
+
+def test_a_journal_entry_alone_makes_dpkg_unclean(tmp_path: Path) -> None:
+    result, calls = repair(tmp_path, journal=("0001",))
+    assert "dpkg was interrupted" in result.stdout
+    assert calls[0] == "dpkg --force-confdef --force-confold --configure -a"
+
+
+def test_dpkgs_leftover_tmp_file_is_no_journal_entry(tmp_path: Path) -> None:
+    """apt counts names of digits alone (debSystem::CheckUpdates); dpkg leaves ``tmp.i``
+    behind and removes it itself. Counting it made a clean host "interrupted" at every run."""
+    result, calls = repair(tmp_path, journal=("tmp.i",))
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "nothing to repair" in result.stdout and calls == []
