@@ -179,8 +179,11 @@ class RepoRecord:
             )
         gone = self.absent(repository, name)
         if self.providers(repository, name):
-            why = gone.why if gone else "provided by " + ", ".join(
-                f"{p.package} {p.version}" for p in self.providers(repository, name)
+            why = (
+                gone.why
+                if gone
+                else "provided by "
+                + ", ".join(f"{p.package} {p.version}" for p in self.providers(repository, name))
             )
             return SpecStatus(spec, repository, "virtual", why)
         if gone:
@@ -198,6 +201,33 @@ def record() -> RepoRecord:
     return RepoRecord(json.loads(text))
 
 
+_KINDS = {
+    "unverified": "unverified",
+    "missing": "not in the record",
+    "virtual": "recorded as a virtual name only",
+    "absent": "recorded as absent",
+}
+
+
+def spec_warnings(distro: str, arch: str, specs: list[str]) -> list[str]:
+    """A warning for each apt spec the record does not settle in ``distro/arch``, saying what
+    to check before a deploy. Example: ``spec_warnings("ubuntu2204", "x86_64", ["libfoo"])``."""
+    repo = repository(distro, arch)
+    if repo not in record().repositories:
+        return [f"no record of NVIDIA's {repo} repository: no package name is verified there"]
+    warnings = []
+    for spec in specs:
+        status = record().status(repo, spec)
+        if status.kind != "verified":
+            warnings.append(
+                f"apt package {spec} in NVIDIA's {repo} repository: {_KINDS[status.kind]} "
+                f"({status.why}; gpufleet/matrix/record/SOURCES.md). Check `apt-cache policy "
+                f"{spec.split('=', 1)[0]}` on one host."
+            )
+    return warnings
+
+
 def repository(distro: str, arch: str) -> str:
-    """The record's name of a repository: ``repository("ubuntu2204", "sbsa") == "ubuntu2204/sbsa"``."""
+    """The record's name of a repository: ``repository("ubuntu2204", "sbsa")`` is
+    ``"ubuntu2204/sbsa"``."""
     return f"{distro}/{arch}"

@@ -285,6 +285,7 @@ class NodeSpec:
             cuda_version=self.cuda_version,
             kernel_module_flavor=self.kernel_module_flavor,
             python_version=self.python_version if uses_python_version else None,
+            require_cuda_build=self.require_cuda_build,
         )
 
 

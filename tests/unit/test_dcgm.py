@@ -20,10 +20,13 @@ from gpufleet.sandbox.standins.model import StandinError, StandinPackage
 
 
 def test_packages_are_core_and_the_resolved_cuda_major_at_one_pinned_version():
-    assert dcgm_packages("12.5") == [
+    assert dcgm_packages("13") == [
         f"datacenter-gpu-manager-4-core={DCGM_VERSION}",
-        f"datacenter-gpu-manager-4-cuda12={DCGM_VERSION}",
+        f"datacenter-gpu-manager-4-cuda13={DCGM_VERSION}",
+        f"datacenter-gpu-manager-4-proprietary={DCGM_VERSION}",
+        f"datacenter-gpu-manager-4-proprietary-cuda13={DCGM_VERSION}",
     ]
+    assert dcgm_packages("12.9")[1] == f"datacenter-gpu-manager-4-cuda12={DCGM_VERSION}"
     assert dcgm_cuda_package("13.0") == "datacenter-gpu-manager-4-cuda13"
     assert DCGM_VERSION.startswith("1:4.")  # NVIDIA's DCGM 4 packages carry epoch 1
 
