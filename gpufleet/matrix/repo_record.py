@@ -145,9 +145,14 @@ class RepoRecord:
             )
         return self._by_repo[repository]
 
-    def find(self, repository: str, name: str) -> list[RecordedPackage]:
-        """The real packages called ``name`` (each recorded version), newest stanza last."""
-        return [p for p in self.packages(repository) if p.package == name]
+    def find(self, repository: str, name: str, branch: int | None = None) -> list[RecordedPackage]:
+        """The real packages called ``name`` (each recorded version); with ``branch``, only
+        those of that driver branch (and those of no branch, such as CUDA or DCGM)."""
+        return [
+            p
+            for p in self.packages(repository)
+            if p.package == name and (branch is None or p.branch in (None, branch))
+        ]
 
     def providers(self, repository: str, name: str) -> list[RecordedPackage]:
         """The packages that provide ``name`` as a virtual name."""
@@ -157,14 +162,15 @@ class RepoRecord:
         """Why ``name`` is known not to be a real package there, if the record says so."""
         return self._absent.get((repository, name))
 
-    def status(self, repository: str, spec: str) -> SpecStatus:
-        """What the record says about ``name`` or ``name=version`` in ``repository``.
+    def status(self, repository: str, spec: str, branch: int | None = None) -> SpecStatus:
+        """What the record says about ``name`` or ``name=version`` in ``repository`` (with
+        ``branch``: as a package of that driver branch).
 
         Example: ``record().status("ubuntu2204/x86_64", "nvidia-fabricmanager-580").kind
         == "virtual"``
         """
         name, _, version = spec.partition("=")
-        real = self.find(repository, name)
+        real = self.find(repository, name, branch)
         if version:
             real = [p for p in real if p.version == version]
         if real:
@@ -190,7 +196,8 @@ class RepoRecord:
             return SpecStatus(spec, repository, "absent", gone.why)
         if self.find(repository, name):
             versions = ", ".join(p.version for p in self.find(repository, name))
-            return SpecStatus(spec, repository, "missing", f"recorded at {versions} only")
+            where = f" (none of branch {branch})" if branch else ""
+            return SpecStatus(spec, repository, "missing", f"recorded at {versions} only{where}")
         return SpecStatus(spec, repository, "missing", "not in the record")
 
 
@@ -209,15 +216,18 @@ _KINDS = {
 }
 
 
-def spec_warnings(distro: str, arch: str, specs: list[str]) -> list[str]:
-    """A warning for each apt spec the record does not settle in ``distro/arch``, saying what
-    to check before a deploy. Example: ``spec_warnings("ubuntu2204", "x86_64", ["libfoo"])``."""
+def spec_warnings(distro: str, arch: str, specs: list[str], branch: int | None = None) -> list[str]:
+    """A warning for each apt spec (of driver ``branch``) the record does not settle in
+    ``distro/arch``, saying what to check before a deploy.
+
+    Example: ``spec_warnings("ubuntu2204", "x86_64", ["libfoo"], 580)``
+    """
     repo = repository(distro, arch)
     if repo not in record().repositories:
         return [f"no record of NVIDIA's {repo} repository: no package name is verified there"]
     warnings = []
     for spec in specs:
-        status = record().status(repo, spec)
+        status = record().status(repo, spec, branch)
         if status.kind != "verified":
             warnings.append(
                 f"apt package {spec} in NVIDIA's {repo} repository: {_KINDS[status.kind]} "

@@ -363,5 +363,5 @@ def resolve(
         nvlink5=nvlink5,
         dcgm_packages=dcgm,
     )
-    warnings.extend(spec_warnings(distro, repo_arch, apt_specs(resolution)))
+    warnings.extend(spec_warnings(distro, repo_arch, apt_specs(resolution), branch))
     return resolution

@@ -18,8 +18,9 @@ def dcgm(plan: NodePlan | None = None):
     """
     Install NVIDIA DCGM (``datacenter-gpu-manager-4-core``, the ``-cuda<major>`` package of the
     driver's CUDA major and the proprietary packages it pulls) at the matrix's version, hold
-    them, and keep ``nvidia-dcgm`` enabled and running, so that ``dcgmi diag`` can run in the validation suite. With ``dcgm: auto``
-    only hosts with data-centre GPUs get it; the plan says why a host does not.
+    them, and keep ``nvidia-dcgm`` enabled and running, so that ``dcgmi diag`` can run in the
+    validation suite. With ``dcgm: auto`` only hosts with data-centre GPUs get it; the plan
+    says why a host does not.
 
     .. code:: python
 
