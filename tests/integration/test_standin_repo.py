@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from gpufleet.matrix.drivers import DRIVER_BRANCHES
+from gpufleet.matrix.repo_record import record
 from gpufleet.sandbox.serve import start_server, stop_server
 from gpufleet.sandbox.standins import RepoInfo, build_nvidia_repo
 
@@ -198,7 +198,8 @@ def test_pinning_file_gives_the_branch_priority_1000(apt: Apt, served: Served) -
     prefs = unpacked / "etc/apt/preferences.d/nvidia-driver-pinning-580"
     shutil.copy(prefs, apt.root / "etc/apt/preferences.d/")
     policy = apt("apt-cache", "policy", "nvidia-open").stdout
-    assert f"{DRIVER_BRANCHES[580].latest}-0ubuntu1 1000" in policy
+    (nvidia_open,) = record().find("ubuntu2204/x86_64", "nvidia-open", 580)  # the stand-in's
+    assert f"{nvidia_open.version} 1000" in policy
 
 
 def test_apt_downloads_the_debs_and_their_checksums_match(apt: Apt) -> None:
