@@ -81,7 +81,7 @@ class NodeSpec:
     nccl_tests_sha256: str = _key(NCCL_TESTS_SHA256, "sha256 of that archive")
     fabric_manager: str = _key(
         "auto",
-        "NVIDIA Fabric Manager; auto: when an NVSwitch is on the PCI bus",
+        "NVIDIA Fabric Manager; auto: when an NVSwitch is on the PCI bus or the GPUs are HGX B200",
         ("auto", "on", "off"),
     )
     persistenced: bool = _key(True, "enable nvidia-persistenced")
