@@ -158,6 +158,18 @@ def test_apt_installs_each_branch_with_its_real_sub_packages(apt: Apt) -> None:
     assert {"cuda-nvcc-12-5", "libcudnn9-cuda-12", "libnccl2"} <= inst
 
 
+def test_the_virtual_fabric_manager_name_fails_with_apts_own_message(apt: Apt) -> None:
+    # As on NVIDIA's repository (NVIDIA/gpu-driver-container#451): the stand-in is the record's.
+    (fm,) = record().find("ubuntu2204/x86_64", "nvidia-fabricmanager", 580)
+    done = apt("apt-get", "-s", "install", f"nvidia-fabricmanager-580={fm.version}")
+    out = done.stdout + done.stderr
+    assert done.returncode != 0
+    assert "Package nvidia-fabricmanager-580 is a virtual package provided by" in out
+    assert f"Version '{fm.version}' for 'nvidia-fabricmanager-580' was not found" in out
+    inst, _ = apt.plan("nvidia-driver-pinning-580", "nvidia-open", "nvidia-fabricmanager")
+    assert {"nvidia-fabricmanager", "nvidia-open-580", "nvidia-utils-580"} <= inst
+
+
 def test_open_and_proprietary_modules_exclude_each_other(apt: Apt) -> None:
     done = apt("apt-get", "-s", "install", "nvidia-open-570", "cuda-drivers-570")
     assert done.returncode != 0
