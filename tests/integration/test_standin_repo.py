@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from gpufleet.matrix.drivers import DRIVER_BRANCHES
 from gpufleet.matrix.repo_record import record
 from gpufleet.sandbox.serve import start_server, stop_server
 from gpufleet.sandbox.standins import RepoInfo, build_nvidia_repo
@@ -160,7 +161,7 @@ def test_apt_installs_each_branch_with_its_real_sub_packages(apt: Apt) -> None:
 
 def test_the_virtual_fabric_manager_name_fails_with_apts_own_message(apt: Apt) -> None:
     # As on NVIDIA's repository (NVIDIA/gpu-driver-container#451): the stand-in is the record's.
-    (fm,) = record().find("ubuntu2204/x86_64", "nvidia-fabricmanager", 580)
+    fm = record().find("ubuntu2204/x86_64", "nvidia-fabricmanager", 580)[0]
     done = apt("apt-get", "-s", "install", f"nvidia-fabricmanager-580={fm.version}")
     out = done.stdout + done.stderr
     assert done.returncode != 0
@@ -210,8 +211,10 @@ def test_pinning_file_gives_the_branch_priority_1000(apt: Apt, served: Served) -
     prefs = unpacked / "etc/apt/preferences.d/nvidia-driver-pinning-580"
     shutil.copy(prefs, apt.root / "etc/apt/preferences.d/")
     policy = apt("apt-cache", "policy", "nvidia-open").stdout
-    (nvidia_open,) = record().find("ubuntu2204/x86_64", "nvidia-open", 580)  # the stand-in's
-    assert f"{nvidia_open.version} 1000" in policy
+    # The newest recorded R580 build (several are served, as NVIDIA's repository keeps them).
+    builds = [p.version for p in record().find("ubuntu2204/x86_64", "nvidia-open", 580)]
+    (newest,) = [v for v in builds if v.startswith(DRIVER_BRANCHES[580].latest + "-")]
+    assert f"{newest} 1000" in policy
 
 
 def test_apt_downloads_the_debs_and_their_checksums_match(apt: Apt) -> None:

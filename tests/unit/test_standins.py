@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from gpufleet import matrix
-from gpufleet.matrix.drivers import DRIVER_BRANCHES
+from gpufleet.matrix.drivers import DRIVER_BRANCHES, version_tuple
 from gpufleet.matrix.repo_record import record
 from gpufleet.sandbox.standins import build_nvidia_repo
 from gpufleet.sandbox.standins.catalog import (
@@ -27,9 +27,10 @@ KERNEL = "6.1.0-18-amd64"
 
 
 def recorded_version(name: str, branch: int, repo: str = "ubuntu2204/x86_64") -> str:
-    """The record's version of a driver-branch package (what the stand-in must carry)."""
-    (package,) = record().find(repo, name, branch)
-    return package.version
+    """The record's newest version of a driver-branch package (what apt installs from the
+    stand-ins, and what DRIVER_BRANCHES names as the branch's latest)."""
+    versions = [p.version for p in record().find(repo, name, branch)]
+    return max(versions, key=lambda v: version_tuple(v.rsplit("-", 1)[0]))
 
 
 def catalog_list(**overrides: object) -> list[StandinPackage]:
@@ -101,6 +102,16 @@ def test_every_recorded_package_is_a_stand_in_with_its_recorded_fields() -> None
         assert stand_in.provides == tuple(x.strip() for x in p.field("Provides").split(",") if x)
         recorded_deps = [d.strip() for d in p.field("Depends").split(",") if d.strip()]
         assert set(stand_in.depends) <= set(recorded_deps), p.package
+
+
+@pytest.mark.parametrize(
+    ("distro", "branch"), [("ubuntu2204", 580), ("ubuntu2204", 570), ("ubuntu2004", 575)]
+)
+def test_the_newest_recorded_driver_is_the_branch_latest(distro: str, branch: int) -> None:
+    # What the deploy installs on a sandbox host (the newest stand-in) is the matrix's latest.
+    name = "cuda-drivers" if branch >= 580 else f"cuda-drivers-{branch}"
+    newest = recorded_version(name, branch, f"{distro}/x86_64")
+    assert newest.rsplit("-", 1)[0] == DRIVER_BRANCHES[branch].latest
 
 
 def test_the_catalog_does_not_ask_the_resolver(monkeypatch: pytest.MonkeyPatch) -> None:

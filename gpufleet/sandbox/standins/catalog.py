@@ -112,8 +112,9 @@ def standin_packages(
     for item in [*(_from_record(p, arch) for p in recorded), linux_headers(kernel_release, arch)]:
         packages.setdefault((item.name, item.version), item)
     for branch in branches:
-        version = _branch_version(recorded, branch)
-        if version and DRIVER_BRANCHES[branch].names_have_branch:
+        if not DRIVER_BRANCHES[branch].names_have_branch:
+            continue
+        for version in _branch_versions(recorded, branch):
             for item in driver_packages(branch, version=version, arch=arch):
                 packages.setdefault((item.name, item.version), item)
     out = list(packages.values())
@@ -125,12 +126,15 @@ def _recorded_branches(repo: str) -> str:
     return ", ".join(sorted({str(p.branch) for p in record().packages(repo) if p.branch}))
 
 
-def _branch_version(recorded: Sequence[RecordedPackage], branch: int) -> str | None:
-    """The recorded version of the branch's driver metapackages (what its sub-packages get)."""
-    for p in recorded:
-        if p.branch == branch and p.package.startswith(("cuda-drivers", "nvidia-open")):
-            return p.version
-    return None
+def _branch_versions(recorded: Sequence[RecordedPackage], branch: int) -> list[str]:
+    """Each recorded version of the branch's driver metapackages (one sub-package tree each,
+    as NVIDIA's repository keeps every release of a branch)."""
+    versions = {
+        p.version
+        for p in recorded
+        if p.branch == branch and p.package.startswith(("cuda-drivers", "nvidia-open"))
+    }
+    return sorted(versions)
 
 
 def _relations(text: str) -> tuple[str, ...]:
