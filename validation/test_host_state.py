@@ -181,10 +181,14 @@ def test_persistence_mode(host: Any, gpu: HostInfo, spec: Any, record: Any) -> N
     assert modes and not off, f"persistence mode is off on GPU(s) {', '.join(off)}"
 
 
-def test_fabric_manager(host: Any, info: HostInfo, spec: Any, record: Any) -> None:
+def test_fabric_manager(
+    host: Any, info: HostInfo, spec: Any, resolution: dict, record: Any
+) -> None:
     if spec.fabric_manager == "off":
         pytest.skip("fabric_manager = 'off' in the inventory")
-    if not info.nvswitches_on_bus and spec.fabric_manager != "on":
+    # HGX B200's NVLink switches are not on the host's PCI bus: its GPU id says it (nvlink5).
+    needed = info.nvswitches_on_bus or resolution.get("nvlink5")
+    if not needed and spec.fabric_manager != "on":
         pytest.skip("no NVSwitch on the PCI bus: Fabric Manager is not needed")
     state = host.run("systemctl is-active nvidia-fabricmanager").stdout.strip()
     record(nvswitches=len(info.nvswitches_on_bus), service=state)
@@ -251,6 +255,45 @@ def test_tensorflow_cuda_build(
     want = resolution.get("tf_cuda") or resolution["cuda"]
     have = str(tf_info["cuda_version"] or "")
     assert have.startswith(want), f"TensorFlow was built with CUDA {have}, expected {want}"
+
+
+# TensorFlow loads NCCL from the nvidia-nccl-cu12 wheel of its and-cuda extra (the wheel's
+# RUNPATH and gpufleet's env put site-packages/nvidia/*/lib first), not the system libnccl2,
+# which only nccl-tests uses: this is the NCCL whose version matters to TensorFlow.
+NCCL_WHEEL = "nvidia-nccl-cu12"
+NCCL_PROBE = f"""
+import json, importlib.metadata as md
+try:
+    d = md.distribution("{NCCL_WHEEL}")
+except md.PackageNotFoundError:
+    print(json.dumps(None))
+else:
+    libs = [str(f.locate()) for f in d.files or [] if f.name == "libnccl.so.2"]
+    print(json.dumps({{"version": d.version, "libs": libs}}))
+"""
+
+
+def test_tensorflow_nccl_is_the_pinned_wheel(
+    info: HostInfo, spec: Any, resolution: dict, host: Any, env_python: str, record: Any
+) -> None:
+    if not info.gpus_on_bus:
+        pytest.skip(GPU_SKIP_PREFIX + "no NVIDIA GPU on the PCI bus (TensorFlow loads no NCCL)")
+    if not spec.require_cuda_build:
+        pytest.skip("require_cuda_build = False in the inventory")
+    want = (resolution.get("wheel_constraints") or {}).get(NCCL_WHEEL)
+    if not want:
+        pytest.skip(f"TensorFlow {resolution.get('tf_version')} pins no {NCCL_WHEEL} wheel")
+    result = host.run(f"{shlex.quote(env_python)} -c {shlex.quote(NCCL_PROBE)}")
+    assert result.rc == 0, f"{env_python} could not read its wheels: {result.stderr[-400:]}"
+    found = json.loads(result.stdout.strip().splitlines()[-1])
+    record(wheel=found, expected=want)
+    assert found, f"{NCCL_WHEEL} is not installed in {env_python}'s environment (python_env stage)"
+    assert found["version"] == want, (
+        f"TensorFlow loads NCCL {found['version']} from the {NCCL_WHEEL} wheel; the matrix pins "
+        f"{want} (the system libnccl2 serves nccl-tests only)"
+    )
+    assert found["libs"], f"the {NCCL_WHEEL} wheel has no libnccl.so.2"
+    record(f"NCCL {want} from {found['libs'][0]}")
 
 
 def test_gpu_count_on_pci_bus(info: HostInfo, spec: Any, record: Any) -> None:

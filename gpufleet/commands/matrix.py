@@ -33,6 +33,11 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--cuda", help="system CUDA toolkit override, e.g. 12.8")
     parser.add_argument("--flavor", default="auto", help="kernel modules: auto, open, proprietary")
     parser.add_argument("--python", help="Python version of the environment, e.g. 3.11")
+    parser.add_argument(
+        "--no-require-cuda-build",
+        action="store_true",
+        help="accept an aarch64 host with GPUs although PyPI's TensorFlow has no CUDA there",
+    )
     parser.add_argument("--json", action="store_true", help="print the resolution as JSON")
     parser.add_argument(
         "--constraints", action="store_true", help="print the pip constraints file for --tf"

@@ -38,6 +38,7 @@ class AptPackages:
     driver_packages: list[str]
     pinning_package: str | None
     fabricmanager_package: str | None
+    fabric_packages: list[str]
     cuda_toolkit_package: str
     cudnn_packages: list[str]
     nccl_packages: list[str]
@@ -75,11 +76,41 @@ def driver_package_names(branch: int, flavor: str) -> tuple[list[str], str | Non
     return [f"nvidia-open-{branch}"], None
 
 
+# From R580 NVIDIA's repositories ship Fabric Manager, NSCQ and NVSDM unsuffixed
+# (``nvidia-fabricmanager`` 580.x Provides the virtual ``nvidia-fabricmanager-580``), while the
+# driver's own sub-packages keep the branch until R590: NVIDIA/gpu-driver-container#451 and
+# commit 78fa4ac, Azure/azhpc-images install_nvidia_fabric_manager.sh (record/SOURCES.md).
+FABRIC_UNSUFFIXED_FROM = 580
+# NVLink Subnet Manager for NVLink 5 baseboards (HGX B200): one package for every branch.
+NVLSM_PACKAGE = "nvlsm"
+
+
+def _fabric_name(base: str, branch: int) -> str:
+    return base if branch >= FABRIC_UNSUFFIXED_FROM else f"{base}-{branch}"
+
+
 def fabricmanager_package_name(branch: int) -> str:
-    """``nvidia-fabricmanager-<branch>``; from R590 the name drops the branch number."""
-    if DRIVER_BRANCHES[branch].names_have_branch:
-        return f"nvidia-fabricmanager-{branch}"
-    return "nvidia-fabricmanager"
+    """The real Fabric Manager package: ``nvidia-fabricmanager-<branch>`` before R580, then
+    ``nvidia-fabricmanager`` (never the virtual ``nvidia-fabricmanager-580``).
+
+    Example: ``fabricmanager_package_name(575) == "nvidia-fabricmanager-575"``
+    """
+    return _fabric_name("nvidia-fabricmanager", branch)
+
+
+def fabric_package_names(branch: int, *, nvlink5: bool, repo_arch: str) -> list[str]:
+    """Fabric Manager first, then NSCQ (DCGM needs it to see NVSwitches) and, on NVLink 5
+    boards, NVLSM and (x86_64 only: NVIDIA builds no arm64 libnvsdm) NVSDM.
+
+    Example: ``fabric_package_names(580, nvlink5=True, repo_arch="x86_64") ==
+    ["nvidia-fabricmanager", "libnvidia-nscq", "nvlsm", "libnvsdm"]``
+    """
+    names = [fabricmanager_package_name(branch), _fabric_name("libnvidia-nscq", branch)]
+    if nvlink5:
+        names.append(NVLSM_PACKAGE)
+        if repo_arch == "x86_64":
+            names.append(_fabric_name("libnvsdm", branch))
+    return names
 
 
 def nccl_build_for(nccl: str, cuda: str) -> str | None:
@@ -98,7 +129,15 @@ def nccl_build_for(nccl: str, cuda: str) -> str | None:
 
 
 def apt_packages(
-    *, branch: int, flavor: str, cuda: str, cudnn: str, nccl: str, nvswitch: bool
+    *,
+    branch: int,
+    flavor: str,
+    cuda: str,
+    cudnn: str,
+    nccl: str,
+    nvswitch: bool,
+    nvlink5: bool = False,
+    repo_arch: str = "x86_64",
 ) -> tuple[AptPackages, list[str]]:
     """Apt specs for a resolved stack, and notes where a version is not known to the tables."""
     notes: list[str] = []
@@ -118,10 +157,16 @@ def apt_packages(
     else:
         deb = f"{nccl}-1+cuda{nccl_cuda}"
         nccl_packages = [f"libnccl2={deb}", f"libnccl-dev={deb}"]
+    fabric = (
+        fabric_package_names(branch, nvlink5=nvlink5, repo_arch=repo_arch)
+        if nvswitch or nvlink5
+        else []
+    )
     packages = AptPackages(
         driver_packages=driver,
         pinning_package=pinning,
-        fabricmanager_package=fabricmanager_package_name(branch) if nvswitch else None,
+        fabricmanager_package=fabric[0] if fabric else None,
+        fabric_packages=fabric,
         cuda_toolkit_package=cuda_toolkit,
         cudnn_packages=cudnn_packages,
         nccl_packages=nccl_packages,

@@ -35,8 +35,10 @@ class DriverBranch:
 
     ``latest``: the newest full driver version of the branch known to this table (what the
     sandbox's stand-in packages carry and what a fresh install is expected to get);
-    ``names_have_branch``: whether the Ubuntu/Debian package names carry the branch number
-    (``cuda-drivers-570``, ``nvidia-fabricmanager-570``); ``has_pinning_package``: whether
+    ``names_have_branch``: whether the driver's Ubuntu/Debian package names carry the branch
+    number (``cuda-drivers-570``, ``libnvidia-compute-580``; Fabric Manager, NSCQ and NVSDM drop
+    it one branch earlier, at R580: ``apt_names.FABRIC_UNSUFFIXED_FROM``);
+    ``has_pinning_package``: whether
     NVIDIA's repository has ``nvidia-driver-pinning-<branch>`` for it.
 
     Example: ``DRIVER_BRANCHES[580].max_cuda == "13.0"``

@@ -13,6 +13,8 @@ class GpuModel:
     Turing, "required" on Blackwell and Grace Hopper, else "supported"). ``peak_tflops``:
     dense (no sparsity) datasheet figures; a precision is absent when the tensor cores lack it.
     ``min_driver_branch`` / ``max_driver_branch``: the driver branches that support the model.
+    ``nvlink5_fabric``: the model only ships on NVLink 5 baseboards (HGX/DGX B200), whose NVLink
+    switches are not on the host's PCI bus but still need Fabric Manager and NVLSM.
 
     Example: ``GPUS["2330"].compute_capability == (9, 0)``
     """
@@ -30,6 +32,7 @@ class GpuModel:
     min_driver_branch: int = 0
     max_driver_branch: int | None = None
     datasheet: str = ""  # where peak_tflops comes from
+    nvlink5_fabric: bool = False
 
 
 # Dense peak TFLOPS per precision, and the datasheet each comes from. Datasheets print
@@ -148,11 +151,16 @@ _MODELS = (
         compute_capability=(10, 0),
         open_modules="required",
         min_driver_branch=570,
+        # B200 ships as an SXM module on HGX/DGX B200 boards only; there "the FabricManager
+        # package needs an additional NVLSM dependency" (Fabric Manager user guide, quoted in
+        # siderolabs/extensions#717): gpufleet/matrix/record/SOURCES.md, fm-guide-nvlsm.
+        nvlink5_fabric=True,
     ),
 )
 
 # NVSwitch bridges show up on the PCI bus of HGX A100/H100/H200 boards; their presence means
-# Fabric Manager. (HGX B200 manages NVLink switches differently; no PCI id is recorded here.)
+# Fabric Manager. (HGX B200's NVLink switches are not on the host's PCI bus: its GPU id says
+# it, ``GpuModel.nvlink5_fabric``.)
 _NVSWITCHES = (
     GpuModel(
         device_id="1af1",

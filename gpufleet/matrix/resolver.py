@@ -20,6 +20,7 @@ from gpufleet.matrix.checks import (
     pick_branch,
     pick_flavor,
 )
+from gpufleet.matrix.dcgm import DCGM_DISTROS, dcgm_packages, driver_cuda_major
 from gpufleet.matrix.drivers import (
     CUDA_MIN_DRIVER,
     DEFAULT_DRIVER_BRANCH,
@@ -33,6 +34,8 @@ from gpufleet.matrix.drivers import (
     branch_of,
 )
 from gpufleet.matrix.gpus import GPUS, GpuModel, gpu_by_device_id
+from gpufleet.matrix.repo_limits import repo_conflicts
+from gpufleet.matrix.repo_record import spec_warnings
 from gpufleet.matrix.tf_releases import TF_RELEASES, TFRelease
 
 __all__ = [
@@ -52,6 +55,7 @@ __all__ = [
     "MatrixError",
     "Resolution",
     "TFRelease",
+    "apt_specs",
     "constraints_file",
     "gpu_by_device_id",
     "nvidia_repo_arch",
@@ -107,6 +111,27 @@ class Resolution:
     repo_arch: str = ""
     gpu_names: tuple[str, ...] = ()
     has_nvswitch: bool = False
+    # Fabric Manager first, then NSCQ (and NVLSM, NVSDM on NVLink 5 boards); empty without a
+    # fabric. ``nvlink5``: a GPU that only ships on NVLink 5 boards (HGX B200) is present.
+    fabric_packages: list[str] = field(default_factory=list, hash=False)
+    nvlink5: bool = False
+    # DCGM 4 for the driver's CUDA major, pinned (empty where DCGM is not published).
+    dcgm_packages: list[str] = field(default_factory=list, hash=False)
+
+
+def apt_specs(resolution: Resolution) -> list[str]:
+    """Every apt spec a host with this resolution can get from NVIDIA's repository, in install
+    order (pinning package, driver, fabric, toolkit, cuDNN, NCCL, DCGM)."""
+    r = resolution
+    return [
+        *([r.pinning_package] if r.pinning_package else []),
+        *r.driver_packages,
+        *r.fabric_packages,
+        r.cuda_toolkit_package,
+        *r.cudnn_packages,
+        *r.nccl_packages,
+        *r.dcgm_packages,
+    ]
 
 
 def nvidia_repo_distro(os_id: str, os_version: str) -> str:
@@ -180,6 +205,7 @@ def resolve(
     cuda_version: str | None = None,
     kernel_module_flavor: str = "auto",
     python_version: str | None = None,
+    require_cuda_build: bool = True,
 ) -> Resolution:
     """Resolve a request into concrete versions, or raise ``MatrixError`` listing every conflict.
 
@@ -190,6 +216,8 @@ def resolve(
 
     ``python_version`` is the Python of a conda (or uv) environment; a plain venv's interpreter
     depends on the host's OS: ``os_python.venv_python_conflict`` (preflight) checks it.
+    ``require_cuda_build``: refuse an aarch64 host with GPUs, where PyPI's TensorFlow has no
+    CUDA (with False: a warning, and the rest of the stack is provisioned).
     """
     conflicts: list[str] = []
     warnings: list[str] = []
@@ -208,9 +236,11 @@ def resolve(
 
     gpus: list[GpuModel] = []
     has_nvswitch = False
+    unknown_gpus = 0
     for device_id in gpu_device_ids:
         model = gpu_by_device_id(device_id)
         if model is None:
+            unknown_gpus += 1
             warnings.append(
                 f"PCI device 10de:{device_id} is not in the GPU table: no compatibility checks"
                 " for it. Add it to gpufleet/matrix/gpus.py with its datasheet figures."
@@ -259,16 +289,34 @@ def resolve(
     flavor = pick_flavor(kernel_module_flavor, gpus, branch, conflicts)
     if release is not None:
         check_driver_for_gpus(release, branch, gpus, conflicts, warnings)
+    nvlink5 = any(g.nvlink5_fabric for g in gpus)
+    if release is not None and distro:
+        conflicts += repo_conflicts(
+            distro=distro,
+            tf_version=release.version,
+            tf_cuda=release.cuda,
+            cuda=cuda_version or release.cuda,
+            cudnn=release.cudnn,
+            nvlink5=nvlink5,
+        )
+    if repo_arch == "sbsa" and (gpus or unknown_gpus):
+        # tensorflow/tensorflow#121157: "TensorFlow PyPI aarch64 wheels aren't built with CUDA"
+        arm64 = (
+            "TensorFlow's PyPI wheels for aarch64 are built without CUDA (tensorflow/tensorflow"
+            "#121157): TensorFlow on this arm64 host would not use its GPUs."
+        )
+        if require_cuda_build:
+            conflicts.append(
+                f"{arm64} Fix: run TensorFlow from NVIDIA's NGC containers "
+                "(nvcr.io/nvidia/tensorflow, built for arm64 with CUDA) on this host, or set "
+                "require_cuda_build = False to provision the driver and CUDA stack without a "
+                "CUDA TensorFlow."
+            )
+        else:
+            warnings.append(f"{arm64} Use NVIDIA's NGC containers (nvcr.io/nvidia/tensorflow).")
     if conflicts or release is None:
         raise MatrixError(conflicts)
 
-    if repo_arch == "sbsa" and gpus:
-        # tensorflow/tensorflow#121157: "TensorFlow PyPI aarch64 wheels aren't built with CUDA"
-        warnings.append(
-            "TensorFlow's PyPI wheels for aarch64 are built without CUDA (tensorflow/tensorflow"
-            "#121157): on this host TensorFlow will not use the GPUs. Use an NGC container, or"
-            " set require_cuda_build = False to provision the rest of the stack anyway."
-        )
     cuda = cuda_version or release.cuda
     packages, notes = apt_packages(
         branch=branch,
@@ -277,10 +325,17 @@ def resolve(
         cudnn=release.cudnn,
         nccl=release.nccl,
         nvswitch=has_nvswitch,
+        nvlink5=nvlink5,
+        repo_arch=repo_arch,
     )
     warnings.extend(notes)
     branch_info = DRIVER_BRANCHES[branch]
-    return Resolution(
+    dcgm = (
+        dcgm_packages(driver_cuda_major(branch, [g.architecture for g in gpus]))
+        if distro in DCGM_DISTROS
+        else []
+    )
+    resolution = Resolution(
         tf_version=release.version,
         python_min=release.python_min,
         python_max=release.python_max,
@@ -304,4 +359,9 @@ def resolve(
         repo_arch=repo_arch,
         gpu_names=tuple(g.name for g in gpus),
         has_nvswitch=has_nvswitch,
+        fabric_packages=packages.fabric_packages,
+        nvlink5=nvlink5,
+        dcgm_packages=dcgm,
     )
+    warnings.extend(spec_warnings(distro, repo_arch, apt_specs(resolution), branch))
+    return resolution

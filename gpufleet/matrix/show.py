@@ -7,7 +7,7 @@ import dataclasses
 import json
 import sys
 
-from gpufleet.matrix import MatrixError, Resolution, constraints_file, resolve
+from gpufleet.matrix import MatrixError, Resolution, apt_specs, constraints_file, resolve
 
 
 def _render(resolution: Resolution) -> str:
@@ -22,15 +22,7 @@ def _render(resolution: Resolution) -> str:
         f"repository     {r.repo_distro}/{r.repo_arch}",
         "apt packages:",
     ]
-    packages = [
-        *([r.pinning_package] if r.pinning_package else []),
-        *r.driver_packages,
-        *([r.fabricmanager_package] if r.fabricmanager_package else []),
-        r.cuda_toolkit_package,
-        *r.cudnn_packages,
-        *r.nccl_packages,
-    ]
-    lines += [f"  {p}" for p in packages]
+    lines += [f"  {p}" for p in apt_specs(r)]
     lines.append("pip constraints:")
     lines += [f"  {name}=={version}" for name, version in sorted(r.wheel_constraints.items())]
     lines += [f"warning: {w}" for w in r.warnings]
@@ -61,6 +53,7 @@ def run(args: argparse.Namespace) -> int:
             cuda_version=args.cuda,
             kernel_module_flavor=args.flavor,
             python_version=args.python,
+            require_cuda_build=not args.no_require_cuda_build,
         )
     except MatrixError as exc:
         if args.json:
@@ -69,7 +62,9 @@ def run(args: argparse.Namespace) -> int:
             print(f"refused: {exc}", file=sys.stderr)
         return 1
     if args.json:
-        print(json.dumps({"ok": True, **dataclasses.asdict(resolution)}, indent=2))
+        document = {"ok": True, **dataclasses.asdict(resolution)}
+        document["apt_packages"] = apt_specs(resolution)  # every name, in install order
+        print(json.dumps(document, indent=2))
     else:
         print(_render(resolution))
     return 0

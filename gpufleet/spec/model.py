@@ -81,7 +81,7 @@ class NodeSpec:
     nccl_tests_sha256: str = _key(NCCL_TESTS_SHA256, "sha256 of that archive")
     fabric_manager: str = _key(
         "auto",
-        "NVIDIA Fabric Manager; auto: when an NVSwitch is on the PCI bus",
+        "NVIDIA Fabric Manager; auto: when an NVSwitch is on the PCI bus or the GPUs are HGX B200",
         ("auto", "on", "off"),
     )
     persistenced: bool = _key(True, "enable nvidia-persistenced")
@@ -285,6 +285,7 @@ class NodeSpec:
             cuda_version=self.cuda_version,
             kernel_module_flavor=self.kernel_module_flavor,
             python_version=self.python_version if uses_python_version else None,
+            require_cuda_build=self.require_cuda_build,
         )
 
 

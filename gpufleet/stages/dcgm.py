@@ -7,7 +7,7 @@ from pyinfra.api import deploy
 from pyinfra.operations import systemd
 
 from gpufleet.matrix import gpu_by_device_id
-from gpufleet.matrix.dcgm import DCGM_SERVICE, dcgm_packages, dcgm_unsupported_reason
+from gpufleet.matrix.dcgm import DCGM_SERVICE, dcgm_unsupported_reason
 from gpufleet.operations import apt as gpufleet_apt
 from gpufleet.stages import fleet_cache, op_keys
 from gpufleet.stages.node import NodePlan, node_plan
@@ -16,10 +16,11 @@ from gpufleet.stages.node import NodePlan, node_plan
 @deploy("gpufleet dcgm")
 def dcgm(plan: NodePlan | None = None):
     """
-    Install NVIDIA DCGM (``datacenter-gpu-manager-4-core`` and the ``-cuda<major>`` package of
-    the resolved CUDA) at the matrix's version, hold both, and keep ``nvidia-dcgm`` enabled
-    and running, so that ``dcgmi diag`` can run in the validation suite. With ``dcgm: auto``
-    only hosts with data-centre GPUs get it; the plan says why a host does not.
+    Install NVIDIA DCGM (``datacenter-gpu-manager-4-core``, the ``-cuda<major>`` package of the
+    driver's CUDA major and the proprietary packages it pulls) at the matrix's version, hold
+    them, and keep ``nvidia-dcgm`` enabled and running, so that ``dcgmi diag`` can run in the
+    validation suite. With ``dcgm: auto`` only hosts with data-centre GPUs get it; the plan
+    says why a host does not.
 
     .. code:: python
 
@@ -30,7 +31,7 @@ def dcgm(plan: NodePlan | None = None):
     if why_not:
         host.noop(f"DCGM not installed: {why_not}")
         return
-    packages = dcgm_packages(plan.require_resolution().cuda)
+    packages = plan.require_resolution().dcgm_packages  # the driver's CUDA major, pinned
     fleet_cache.install(
         plan,
         name="DCGM (datacenter-gpu-manager-4), pinned",

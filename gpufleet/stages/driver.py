@@ -8,11 +8,12 @@ import shlex
 from pyinfra.api import deploy
 from pyinfra.operations import server, systemd
 
-from gpufleet.matrix.apt_names import fabricmanager_package_name
+from gpufleet.matrix.apt_names import NVLSM_PACKAGE
 from gpufleet.operations import apt as gpufleet_apt
 from gpufleet.operations import files as gpufleet_files
 from gpufleet.operations import kernel
 from gpufleet.stages import fleet_cache, op_keys
+from gpufleet.stages.fabric import fabric_packages, wants_fabric_manager
 from gpufleet.stages.host_probe import DRIVER_MARKER, branch_of_package_version
 from gpufleet.stages.node import NodePlan, node_plan
 from gpufleet.stages.preflight import foreign_driver
@@ -101,14 +102,10 @@ def driver(plan: NodePlan | None = None):
     _remove_other_drivers(plan)
     _lock_branch(plan)
 
-    fabric_manager = spec.fabric_manager == "on" or (
-        spec.fabric_manager == "auto" and host_state.has_nvswitch
-    )
-    packages = list(resolution.driver_packages)
-    if fabric_manager:
-        # One apt transaction for driver and Fabric Manager: both resolve to the same
-        # version of the locked branch, as Fabric Manager requires.
-        packages.append(resolution.fabricmanager_package or fabricmanager_package_name(branch))
+    fabric = fabric_packages(plan) if wants_fabric_manager(plan) else []
+    packages = [*resolution.driver_packages, *fabric]
+    # One apt transaction for driver and fabric packages: all resolve to the same version of
+    # the locked branch, as Fabric Manager requires.
     fleet_cache.install(
         plan,
         name="NVIDIA driver packages of the locked branch",
@@ -116,16 +113,20 @@ def driver(plan: NodePlan | None = None):
         allow_change=True,
         hold=resolution.pinning_package is None,  # held by the command that installs them
     )
-    if fabric_manager:
+    # Fabric Manager, NSCQ and NVSDM must match the driver to the last digit (NVIDIA's driver
+    # container installs each at =${DRIVER_VERSION}*); NVLSM has one version for every branch.
+    reference = resolution.driver_packages[0]
+    for package in op_keys.each(p for p in fabric if p != NVLSM_PACKAGE):
         gpufleet_apt.same_version_as(
-            name="Fabric Manager at the driver's exact version",
-            package=packages[-1],
-            reference=packages[0],
+            name=f"{package} at the driver's exact version", package=package, reference=reference
         )
-    if resolution.pinning_package is None:
-        on_hold = sorted(host_state.held)  # read by the probe: no round trip per package
-        for package in op_keys.each(p.split("=", 1)[0] for p in packages):
-            gpufleet_apt.held(name=f"{package} held", package=package, on_hold=on_hold)
+    # Hold the real packages only (never a virtual name such as nvidia-fabricmanager-580):
+    # the driver's when no pinning package locks the branch, the fabric packages always, as
+    # NVIDIA's driver container does (apt-mark hold nvidia-fabricmanager libnvidia-nscq).
+    held = fabric if resolution.pinning_package else packages
+    on_hold = sorted(host_state.held)  # read by the probe: no round trip per package
+    for package in op_keys.each(p.split("=", 1)[0] for p in held):
+        gpufleet_apt.held(name=f"{package} held", package=package, on_hold=on_hold)
     gpufleet_files.content(
         name=f"{DRIVER_MARKER}: driver branch recorded",
         path=DRIVER_MARKER,
@@ -142,8 +143,9 @@ def driver(plan: NodePlan | None = None):
     start = not _reboot_predicted(plan)
     if spec.persistenced:  # hosts without GPUs set persistenced: False (it has none to keep)
         _service("nvidia-persistenced", start=start)
-    if fabric_manager:
-        _service("nvidia-fabricmanager", start=start, why=" (NVSwitch)")
+    if fabric:
+        why = " (NVLink 5: NVLSM too)" if resolution.nvlink5 else " (NVSwitch)"
+        _service("nvidia-fabricmanager", start=start, why=why)
 
 
 def _service(unit: str, *, start: bool, why: str = "") -> None:

@@ -13,6 +13,7 @@ from gpufleet.matrix import GpuModel, gpu_by_device_id
 from gpufleet.matrix.dcgm import DCGM_VERSION
 from gpufleet.matrix.os_python import venv_python_conflict
 from gpufleet.stages.dcgm import skip_reason as dcgm_skip_reason
+from gpufleet.stages.fabric import fabric_packages, wants_fabric_manager
 from gpufleet.stages.nccl_tests import skip_reason as nccl_tests_skip_reason
 from gpufleet.stages.node import NodePlan, disk_paths, node_plan
 from gpufleet.text import plain
@@ -63,8 +64,8 @@ def describe(plan: NodePlan) -> str:
     if switches:
         hardware += f", {switches} NVSwitch"
     driver = list(resolution.driver_packages)
-    if spec.fabric_manager == "on" or (spec.fabric_manager == "auto" and switches):
-        driver.append(resolution.fabricmanager_package or "nvidia-fabricmanager")
+    if wants_fabric_manager(plan):
+        driver += fabric_packages(plan)
     lock = resolution.pinning_package or "apt preferences + hold"
     no_dcgm = dcgm_skip_reason(plan)
     dcgm = f"DCGM not installed: {no_dcgm}" if no_dcgm else f"DCGM {DCGM_VERSION}"
@@ -98,7 +99,15 @@ def refusals(plan: NodePlan) -> list[str]:
     if plan.unsupported:
         return [plan.unsupported]
     reasons: list[str] = []
-    for check in (_gpus, _secure_boot, _foreign_driver, _gpu_processes, _disk, _venv_python):
+    for check in (
+        _gpus,
+        _secure_boot,
+        _mok_dkms,
+        _foreign_driver,
+        _gpu_processes,
+        _disk,
+        _venv_python,
+    ):
         reason = check(plan)
         if reason:
             reasons.append(reason)
@@ -121,6 +130,28 @@ def _gpus(plan: NodePlan) -> str | None:
             "Fix: reseat or replace the missing GPU(s), or correct gpu_count."
         )
     return None
+
+
+# dkms reads /etc/dkms/framework.conf.d/ and its mok_signing_key / mok_certificate settings
+# from 3.0.4 on (dkms-project/dkms, "Rework signing" #162); Ubuntu 20.04 ships dkms 2.8.1 and
+# 22.04 dkms 2.8.7, which ignore them; 24.04 ships 3.0.11 and Debian 12 3.0.10.
+OLD_DKMS = {("ubuntu", "20.04"): "2.8.1", ("ubuntu", "22.04"): "2.8.7"}
+
+
+def _mok_dkms(plan: NodePlan) -> str | None:
+    """secure_boot_plan 'mok' where the release's dkms would ignore the signing settings."""
+    old = OLD_DKMS.get((plan.state.os_id, plan.state.os_version))
+    if plan.spec.secure_boot_plan != "mok" or old is None:
+        return None
+    return (
+        f"secure_boot_plan 'mok' configures dkms through /etc/dkms/framework.conf.d/ "
+        f"(mok_signing_key, mok_certificate), which dkms reads from 3.0.4 on; "
+        f"{plan.state.os_pretty or plan.state.os_id} ships dkms {old}, which ignores it, so "
+        "the NVIDIA modules would not be signed with your MOK and the kernel would reject them "
+        "after the reboot ('Key was rejected by service'). Fix: use secure_boot_plan "
+        "'ubuntu-signed' (Ubuntu's dkms signs with the enrolled shim-signed MOK), or Ubuntu "
+        "24.04 / Debian 12 for your own MOK."
+    )
 
 
 def _secure_boot(plan: NodePlan) -> str | None:

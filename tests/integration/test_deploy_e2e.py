@@ -22,7 +22,6 @@ import pytest
 import testinfra
 from prometheus_client.parser import text_string_to_metric_families
 
-from gpufleet.matrix.dcgm import dcgm_packages
 from gpufleet.report.schema import validate_results
 from gpufleet.sandbox.inventory import group_data
 from gpufleet.sandbox.state import STATE_DIR
@@ -124,7 +123,7 @@ def test_packages_pinned_and_held_at_resolved_versions(
     node = host(sandbox, name)
     resolution = spec.resolve(os_id="ubuntu", os_version="22.04", arch="x86_64", gpu_device_ids=())
     # The sandbox inventory sets dcgm: on (its hosts have no data-centre GPU for auto).
-    pinned = resolution.cudnn_packages + resolution.nccl_packages + dcgm_packages(resolution.cuda)
+    pinned = resolution.cudnn_packages + resolution.nccl_packages + resolution.dcgm_packages
     for package_spec in pinned:
         package, version = package_spec.split("=", 1)
         assert node.package(package).is_installed, package

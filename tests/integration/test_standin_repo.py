@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from gpufleet.matrix.drivers import DRIVER_BRANCHES
+from gpufleet.matrix.repo_record import record
 from gpufleet.sandbox.serve import start_server, stop_server
 from gpufleet.sandbox.standins import RepoInfo, build_nvidia_repo
 
@@ -158,6 +159,18 @@ def test_apt_installs_each_branch_with_its_real_sub_packages(apt: Apt) -> None:
     assert {"cuda-nvcc-12-5", "libcudnn9-cuda-12", "libnccl2"} <= inst
 
 
+def test_the_virtual_fabric_manager_name_fails_with_apts_own_message(apt: Apt) -> None:
+    # As on NVIDIA's repository (NVIDIA/gpu-driver-container#451): the stand-in is the record's.
+    fm = record().find("ubuntu2204/x86_64", "nvidia-fabricmanager", 580)[0]
+    done = apt("apt-get", "-s", "install", f"nvidia-fabricmanager-580={fm.version}")
+    out = done.stdout + done.stderr
+    assert done.returncode != 0
+    assert "Package nvidia-fabricmanager-580 is a virtual package provided by" in out
+    assert f"Version '{fm.version}' for 'nvidia-fabricmanager-580' was not found" in out
+    inst, _ = apt.plan("nvidia-driver-pinning-580", "nvidia-open", "nvidia-fabricmanager")
+    assert {"nvidia-fabricmanager", "nvidia-open-580", "nvidia-utils-580"} <= inst
+
+
 def test_open_and_proprietary_modules_exclude_each_other(apt: Apt) -> None:
     done = apt("apt-get", "-s", "install", "nvidia-open-570", "cuda-drivers-570")
     assert done.returncode != 0
@@ -198,7 +211,10 @@ def test_pinning_file_gives_the_branch_priority_1000(apt: Apt, served: Served) -
     prefs = unpacked / "etc/apt/preferences.d/nvidia-driver-pinning-580"
     shutil.copy(prefs, apt.root / "etc/apt/preferences.d/")
     policy = apt("apt-cache", "policy", "nvidia-open").stdout
-    assert f"{DRIVER_BRANCHES[580].latest}-0ubuntu1 1000" in policy
+    # The newest recorded R580 build (several are served, as NVIDIA's repository keeps them).
+    builds = [p.version for p in record().find("ubuntu2204/x86_64", "nvidia-open", 580)]
+    (newest,) = [v for v in builds if v.startswith(DRIVER_BRANCHES[580].latest + "-")]
+    assert f"{newest} 1000" in policy
 
 
 def test_apt_downloads_the_debs_and_their_checksums_match(apt: Apt) -> None:

@@ -25,8 +25,14 @@ PYINFRA = str(Path(sys.executable).with_name("pyinfra"))
 SCENARIOS = {
     "u2004-a100": FakeGpuHost(os_version="20.04", kernel="5.4.0-200-generic"),
     "u2204-hgx-h100": FakeGpuHost(gpus=(H100,) * 8, nvswitches=(NVSWITCH_H100,) * 4),
+    # PyPI's aarch64 TensorFlow has no CUDA: an arm64 GPU host is provisioned only without
+    # require_cuda_build (else the matrix refuses it, naming NGC's containers).
     "u2404-arm-h100": FakeGpuHost(
-        os_version="24.04", arch="aarch64", kernel="6.8.0-45-generic-64k", gpus=(H100,)
+        os_version="24.04",
+        arch="aarch64",
+        kernel="6.8.0-45-generic-64k",
+        gpus=(H100,),
+        inventory={"require_cuda_build": False},
     ),
     "deb12-a100": FakeGpuHost(os_id="debian", os_version="12", kernel="6.1.0-18-amd64"),
     "deb12-h100-mpi": FakeGpuHost(
@@ -42,7 +48,7 @@ SCENARIOS = {
         arch="aarch64",
         kernel="6.8.0-45-generic-64k",
         gpus=(H100,),
-        inventory={"nccl_tests_mpi": True},
+        inventory={"nccl_tests_mpi": True, "require_cuda_build": False},
     ),
     "u2204-v100": FakeGpuHost(gpus=(V100,) * 4),
     "hwe-kernel": FakeGpuHost(kernel="6.5.0-35-generic"),
@@ -54,7 +60,7 @@ SCENARIOS = {
         provisioned=True,
         gpus=(H100,) * 8,
         nvswitches=(NVSWITCH_H100,) * 4,
-        packages={"nvidia-fabricmanager-580": "580.126.09-1"},
+        packages={"nvidia-fabricmanager": "580.126.09-1"},
     ),
     "done-v100-venv": FakeGpuHost(
         provisioned=True, gpus=(V100,) * 2, inventory={"python_env": "venv"}
@@ -69,7 +75,18 @@ SCENARIOS = {
         inventory={"replace_foreign_driver": True},
     ),
     "secure-boot": FakeGpuHost(secure_boot=True),
+    # dkms reads framework.conf.d from 3.0.4: Ubuntu 24.04 (3.0.11), not 22.04 (2.8.7).
     "secure-boot-mok": FakeGpuHost(
+        secure_boot=True,
+        os_version="24.04",
+        kernel="6.8.0-45-generic",
+        inventory={
+            "secure_boot_plan": "mok",
+            "mok_key_path": "/var/lib/gpufleet/mok/MOK.priv",
+            "mok_cert_path": "/var/lib/gpufleet/mok/MOK.der",
+        },
+    ),
+    "secure-boot-mok-jammy": FakeGpuHost(
         secure_boot=True,
         inventory={
             "secure_boot_plan": "mok",
@@ -133,6 +150,7 @@ REFUSED = {
     "distribution (nvidia-driver-535-server 535.183.01-0ubuntu0.22.04.1)",
     "runfile-driver": "a runfile install (/usr/bin/nvidia-uninstall exists)",
     "secure-boot": "Secure Boot is enabled and secure_boot_plan is 'none'",
+    "secure-boot-mok-jammy": "Ubuntu 22.04.4 LTS ships dkms 2.8.7, which ignores it",
     "busy-570": "the driver is about to change (570 -> 580) while 2 GPU process(es) run",
     "no-gpu": "no NVIDIA GPU on the PCI bus",
     "centos": "OS centos 7 is not supported",

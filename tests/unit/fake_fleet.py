@@ -15,7 +15,7 @@ from typing import Any
 
 from gpufleet import __version__, matrix
 from gpufleet.matrix import locks
-from gpufleet.matrix.dcgm import DCGM_SERVICE, dcgm_packages, dcgm_unsupported_reason
+from gpufleet.matrix.dcgm import DCGM_SERVICE, dcgm_unsupported_reason
 from gpufleet.operations.kernel import blacklist_text
 from gpufleet.operations.xla_cache import marker_text
 from gpufleet.spec import NodeSpec, SpecError
@@ -203,11 +203,12 @@ class FakeGpuHost:
         installed[resolution.cuda_toolkit_package] = f"{resolution.cuda}.1-1"
         tools, _pinned = cluster_packages(self.os_id, self.os_version)  # the cluster tier's
         installed.update({n: v or "1.0-1" for n, _, v in (t.partition("=") for t in tools)})
-        held = [name for name in driver_packages if resolution.pinning_package is None]
+        fabric = set(resolution.fabric_packages)  # held with or without a pinning package
+        held = [n for n in driver_packages if resolution.pinning_package is None or n in fabric]
         if self._gets_nccl_tests(spec):
             installed.update({tool: "1.0-1" for tool in nccl_tests_stage.BUILD_TOOLS})
             responses[f"if [ -e {spec.nccl_tests_dir}/bin/all_reduce_perf ]"] = ["yes"]
-        dcgm = dcgm_packages(resolution.cuda) if self._gets_dcgm(spec, resolution) else []
+        dcgm = list(resolution.dcgm_packages) if self._gets_dcgm(spec, resolution) else []
         if dcgm:
             units.append(f"{DCGM_SERVICE}.service")
         for spec_string in [*resolution.cudnn_packages, *resolution.nccl_packages, *dcgm]:
@@ -246,8 +247,8 @@ class FakeGpuHost:
 
 def _driver_packages(resolution: matrix.Resolution, nvswitch: bool) -> dict[str, str]:
     names = list(resolution.driver_packages)
-    if nvswitch and resolution.fabricmanager_package:
-        names.append(resolution.fabricmanager_package)
+    if nvswitch:
+        names += resolution.fabric_packages
     packages = {name: f"{resolution.driver_version}-1" for name in names}
     if resolution.pinning_package:
         # NVIDIA's pinning packages are versioned by the branch alone (SOURCES.md of the

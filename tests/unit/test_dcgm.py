@@ -13,17 +13,19 @@ from gpufleet.matrix.dcgm import (
     dcgm_packages,
     dcgm_unsupported_reason,
 )
-from gpufleet.sandbox.standins.catalog import dcgm_packages as dcgm_standins
 from gpufleet.sandbox.standins.catalog import standin_branches, standin_packages
 from gpufleet.sandbox.standins.debs import build_deb
 from gpufleet.sandbox.standins.model import StandinError, StandinPackage
 
 
 def test_packages_are_core_and_the_resolved_cuda_major_at_one_pinned_version():
-    assert dcgm_packages("12.5") == [
+    assert dcgm_packages("13") == [
         f"datacenter-gpu-manager-4-core={DCGM_VERSION}",
-        f"datacenter-gpu-manager-4-cuda12={DCGM_VERSION}",
+        f"datacenter-gpu-manager-4-cuda13={DCGM_VERSION}",
+        f"datacenter-gpu-manager-4-proprietary={DCGM_VERSION}",
+        f"datacenter-gpu-manager-4-proprietary-cuda13={DCGM_VERSION}",
     ]
+    assert dcgm_packages("12.9")[1] == f"datacenter-gpu-manager-4-cuda12={DCGM_VERSION}"
     assert dcgm_cuda_package("13.0") == "datacenter-gpu-manager-4-cuda13"
     assert DCGM_VERSION.startswith("1:4.")  # NVIDIA's DCGM 4 packages carry epoch 1
 
@@ -57,17 +59,23 @@ def _repo(distro: str) -> dict[str, StandinPackage]:
 
 def test_the_sandbox_repository_carries_dcgm_where_nvidia_publishes_it():
     jammy = _repo("ubuntu2204")
-    for spec in dcgm_packages("12.5"):
+    for spec in dcgm_packages("13") + dcgm_packages("12"):
         name, _, version = spec.partition("=")
         assert jammy[name].version == version
     assert "datacenter-gpu-manager-4-core" not in _repo("ubuntu2004")
+
+
+def dcgm_standins(arch: str = "amd64") -> list[StandinPackage]:
+    """The DCGM stand-ins of the ubuntu2204 repository, ``-core`` first."""
+    packages = [p for p in _repo("ubuntu2204").values() if p.name.startswith("datacenter-gpu")]
+    return sorted(packages, key=lambda p: p.name != "datacenter-gpu-manager-4-core")
 
 
 def test_cuda_packages_depend_on_the_exact_core_and_core_on_lshw():
     by_name = {p.name: p for p in dcgm_standins("amd64")}
     core = by_name["datacenter-gpu-manager-4-core"]
     assert core.depends == ("lshw",)
-    for major in ("11", "12", "13"):
+    for major in ("12", "13"):
         assert by_name[f"datacenter-gpu-manager-4-cuda{major}"].depends == (
             f"datacenter-gpu-manager-4-core (= {DCGM_VERSION})",
         )

@@ -107,7 +107,9 @@ def test_nvswitch_host_gets_fabric_manager(fleet_plan):
     assert "gpufleet driver | nvidia-fabricmanager running (NVSwitch)" in ops
     line = summary(result, "u2204-hgx-h100")
     assert "8x NVIDIA H100 80GB HBM3, 4 NVSwitch" in line
-    assert "open modules: nvidia-open, nvidia-fabricmanager-580;" in line
+    assert "open modules: nvidia-open, nvidia-fabricmanager, libnvidia-nscq;" in line
+    assert "gpufleet driver | nvidia-fabricmanager held" in ops
+    assert not any("nvidia-fabricmanager-580" in op for op in ops)  # a virtual name only
 
 
 def test_aarch64_host_uses_the_sbsa_repository(fleet_plan):
@@ -210,7 +212,7 @@ def test_prod_inventory_plan_reads_stage_by_stage():
 def test_fabric_manager_follows_the_driver_version(fleet_plan):
     _, changes = fleet_plan
     assert changes["fm-version-drift"] == [
-        "gpufleet driver | Fabric Manager at the driver's exact version"
+        "gpufleet driver | nvidia-fabricmanager at the driver's exact version"
     ]
 
 

@@ -12,12 +12,15 @@ DCGM_INSTALL = "gpufleet dcgm | DCGM (datacenter-gpu-manager-4), pinned"
 
 def test_dcgm_installed_pinned_held_and_running_on_data_centre_gpus(fleet_plan):
     _, changes = fleet_plan
-    for name in ("u2204-hgx-h100", "u2404-arm-h100", "u2204-v100"):
+    # DCGM follows the driver's CUDA major: R580 is CUDA 13, but Volta on R580 keeps -cuda12.
+    for name, major in (("u2204-hgx-h100", "13"), ("u2404-arm-h100", "13"), ("u2204-v100", "12")):
         dcgm = [op for op in changes[name] if op.startswith("gpufleet dcgm")]
         assert dcgm == [
             DCGM_INSTALL,
             "gpufleet dcgm | datacenter-gpu-manager-4-core held",
-            "gpufleet dcgm | datacenter-gpu-manager-4-cuda12 held",
+            f"gpufleet dcgm | datacenter-gpu-manager-4-cuda{major} held",
+            "gpufleet dcgm | datacenter-gpu-manager-4-proprietary held",
+            f"gpufleet dcgm | datacenter-gpu-manager-4-proprietary-cuda{major} held",
             "gpufleet dcgm | nvidia-dcgm enabled",
             "gpufleet dcgm | nvidia-dcgm running",
         ], name

@@ -34,6 +34,11 @@ def ubuntu(tf: str = "2.21.0", **kwargs):
     return resolve(tf, os_id="ubuntu", os_version="22.04", **kwargs)
 
 
+def own(warnings: list[str]) -> list[str]:
+    """The resolver's warnings without the repository record's (``apt package ...``)."""
+    return [w for w in warnings if not w.startswith("apt package ")]
+
+
 def conflicts_of(**kwargs) -> list[str]:
     tf = kwargs.pop("tf", "2.21.0")
     kwargs.setdefault("os_id", "ubuntu")
@@ -123,7 +128,9 @@ def test_tf221_h100_resolves_to_concrete_versions():
     assert r.driver_packages == ["nvidia-open"]
     assert r.cuda_toolkit_package == "cuda-toolkit-12-5"
     assert "libcudnn9-cuda-12=9.3.0.75-1" in r.cudnn_packages
-    assert r.repo_distro == "ubuntu2204" and r.warnings == []
+    assert r.repo_distro == "ubuntu2204" and own(r.warnings) == []
+    # The record leaves only DCGM's 1:4.5.1-1 builds of -cuda13 and -proprietary unsettled.
+    assert r.warnings and all("datacenter-gpu-manager-4-" in w for w in r.warnings)
 
 
 def test_tf221_h100_branch_535_refused_with_fix():
@@ -139,13 +146,13 @@ def test_tf221_a100_branch_535_allowed_with_warning():
     assert r.driver_branch == 535 and r.pinning_package is None
     # NVIDIA's repository packages no open modules for R535: auto falls back to proprietary
     assert r.driver_packages == ["cuda-drivers-535"] and r.kernel_module_flavor == "proprietary"
-    (warning,) = r.warnings
+    (warning,) = own(r.warnings)
     assert "minor-version compatibility" in warning and "555.42.02" in warning
 
 
 def test_h100_on_branch_535_is_fine_when_tf_was_built_for_cuda_12_2():
     r = ubuntu("2.15.1", gpu_device_ids=[H100], driver_branch=535)
-    assert r.warnings == []
+    assert own(r.warnings) == []
 
 
 # --- conflicts -------------------------------------------------------------------------
@@ -226,16 +233,45 @@ def test_cuda_override():
     assert "needs driver >= 580.65.06" in message
     (message,) = conflicts_of(cuda_version="11.8")
     assert "cuda_version '11.8' is not in the matrix" in message
-    assert "minor-version" in ubuntu(cuda_version="12.8", driver_branch=550).warnings[-1]
+    assert "minor-version" in own(ubuntu(cuda_version="12.8", driver_branch=550).warnings)[-1]
 
 
 def test_nvswitch_adds_fabric_manager_at_branch():
+    # From R580 Fabric Manager is the unsuffixed package; nvidia-fabricmanager-580 is only a
+    # name it provides (NVIDIA/gpu-driver-container#451).
     r = ubuntu(gpu_device_ids=[H100] * 8 + [NVSWITCH_H100] * 4)
-    assert r.fabricmanager_package == "nvidia-fabricmanager-580"
+    assert r.fabricmanager_package == "nvidia-fabricmanager"
+    assert r.fabric_packages == ["nvidia-fabricmanager", "libnvidia-nscq"]
     assert r.gpu_names == ("NVIDIA H100 80GB HBM3",) and r.has_nvswitch
+    r = ubuntu(gpu_device_ids=[H100, NVSWITCH_H100], driver_branch=575)
+    assert r.fabric_packages == ["nvidia-fabricmanager-575", "libnvidia-nscq-575"]
     r = ubuntu(gpu_device_ids=[H100, NVSWITCH_H100], driver_branch=590)
     assert r.fabricmanager_package == "nvidia-fabricmanager"
     assert ubuntu(gpu_device_ids=[H100]).fabricmanager_package is None
+
+
+def test_hgx_b200_gets_fabric_manager_and_nvlsm_by_its_gpu_id():
+    r = ubuntu(gpu_device_ids=["2901"] * 8)
+    assert not r.has_nvswitch and r.nvlink5
+    assert r.fabric_packages == ["nvidia-fabricmanager", "libnvidia-nscq", "nvlsm", "libnvsdm"]
+    (message,) = conflicts_of(gpu_device_ids=["2901"], os_version="20.04")
+    assert "nvlsm" in message and "Ubuntu 22.04 or 24.04" in message
+
+
+@pytest.mark.parametrize("tf", ["2.15.1", "2.16.2", "2.17.1"])
+def test_tf_before_2_18_is_refused_on_ubuntu_24_04_naming_why_and_the_fix(tf):
+    messages = conflicts_of(tf=tf, os_version="24.04")
+    assert any("never published for Ubuntu 24.04" in m and "Fix" in m for m in messages)
+    assert ubuntu(tf).cuda_toolkit_package in ("cuda-toolkit-12-2", "cuda-toolkit-12-3")
+
+
+def test_dcgm_follows_the_driver_cuda_major_volta_keeps_cuda12():
+    assert "datacenter-gpu-manager-4-cuda13=1:4.5.1-1" in ubuntu().dcgm_packages
+    volta = ubuntu(gpu_device_ids=["1db1"]).dcgm_packages
+    assert "datacenter-gpu-manager-4-cuda12=1:4.5.1-1" in volta
+    assert "datacenter-gpu-manager-4-proprietary-cuda12=1:4.5.1-1" in volta
+    assert "datacenter-gpu-manager-4-cuda12=1:4.5.1-1" in ubuntu(driver_branch=570).dcgm_packages
+    assert resolve("2.21.0", os_id="ubuntu", os_version="20.04").dcgm_packages == []
 
 
 def test_unknown_device_id_warns():
@@ -255,11 +291,22 @@ def test_old_tf_packages():
 def test_aarch64_repo():
     r = resolve("2.21.0", os_id="ubuntu", os_version="24.04", arch="aarch64")
     assert (r.repo_distro, r.repo_arch) == ("ubuntu2404", "sbsa")
-    assert r.warnings == []
+    assert own(r.warnings) == []
 
 
-def test_aarch64_with_gpus_warns_that_tf_wheels_lack_cuda():
-    r = resolve("2.21.0", os_id="ubuntu", os_version="22.04", arch="aarch64", gpu_device_ids=[H100])
+def test_aarch64_with_gpus_is_refused_naming_ngc_unless_no_cuda_build_is_required():
+    (message,) = conflicts_of(arch="aarch64", gpu_device_ids=[H100])
+    assert "aarch64 are built without CUDA" in message and "NGC" in message
+    (message,) = conflicts_of(arch="aarch64", gpu_device_ids=["2342"])  # GH200: not in the table
+    assert "NGC" in message
+    r = resolve(
+        "2.21.0",
+        os_id="ubuntu",
+        os_version="22.04",
+        arch="aarch64",
+        gpu_device_ids=[H100],
+        require_cuda_build=False,
+    )
     assert any("aarch64 are built without CUDA" in w for w in r.warnings)
 
 

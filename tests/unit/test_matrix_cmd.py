@@ -38,7 +38,10 @@ def test_a100_on_535_warns(capsys):
 def test_json_output(capsys):
     assert main(["--gpu", "20b2,22a3", "--json"]) == 0
     data = json.loads(capsys.readouterr().out)
-    assert data["ok"] is True and data["fabricmanager_package"] == "nvidia-fabricmanager-580"
+    assert data["ok"] is True and data["fabricmanager_package"] == "nvidia-fabricmanager"
+    assert "datacenter-gpu-manager-4-cuda13=1:4.5.1-1" in data["dcgm_packages"]
+    assert data["apt_packages"][:2] == ["nvidia-driver-pinning-580", "nvidia-open"]
+    assert "libnvidia-nscq" in data["apt_packages"]
     assert data["wheel_constraints"]["nvidia-nccl-cu12"] == "2.27.7"
 
 

@@ -189,7 +189,10 @@ def test_finding10_host_without_a_hash_for_its_arch_is_refused(tmp_path):
     from tests.unit.test_deploy_run import run_pyinfra
 
     sums = {"x86_64": NodeSpec().miniforge_sha256["x86_64"]}
-    hosts = {"arm": FakeGpuHost(arch="aarch64", inventory={"miniforge_sha256": sums})}
+    # require_cuda_build off: an arm64 GPU host is otherwise refused before this check (no CUDA
+    # TensorFlow on PyPI for aarch64).
+    inventory = {"miniforge_sha256": sums, "require_cuda_build": False}
+    hosts = {"arm": FakeGpuHost(arch="aarch64", inventory=inventory)}
     result = run_pyinfra(write_inventory(tmp_path / "inventory.py", hosts), "--dry")
     output = result.stdout + result.stderr
     assert result.returncode != 0

@@ -1,4 +1,5 @@
-"""Stand-in NVIDIA packages: names and versions from the matrix, texts as recorded, debs built."""
+"""Stand-in NVIDIA packages: names, versions and relations from the repository record (never
+from the resolver), texts as recorded, debs built."""
 
 from __future__ import annotations
 
@@ -9,20 +10,40 @@ from pathlib import Path
 import pytest
 
 from gpufleet import matrix
-from gpufleet.matrix.drivers import DRIVER_BRANCHES
+from gpufleet.matrix.drivers import DRIVER_BRANCHES, version_tuple
+from gpufleet.matrix.repo_record import record
 from gpufleet.sandbox.standins import build_nvidia_repo
 from gpufleet.sandbox.standins.catalog import (
     DISTRO_ARCHIVE_DEPENDS,
-    cuda_packages,
     linux_headers,
     standin_packages,
 )
 from gpufleet.sandbox.standins.debs import build_deb
-from gpufleet.sandbox.standins.driver_tree import driver_packages, pinning_package
+from gpufleet.sandbox.standins.driver_tree import driver_packages
 from gpufleet.sandbox.standins.model import StandinError, StandinPackage, render
 
 RECORDED = Path(__file__).parents[2] / "gpufleet" / "sandbox" / "standins" / "recorded"
 KERNEL = "6.1.0-18-amd64"
+
+
+def recorded_version(name: str, branch: int, repo: str = "ubuntu2204/x86_64") -> str:
+    """The record's newest version of a driver-branch package (what apt installs from the
+    stand-ins, and what DRIVER_BRANCHES names as the branch's latest)."""
+    versions = [p.version for p in record().find(repo, name, branch)]
+    return max(versions, key=lambda v: version_tuple(v.rsplit("-", 1)[0]))
+
+
+def catalog_list(**overrides: object) -> list[StandinPackage]:
+    """Every stand-in (a name may come at several versions, as libnccl2 does)."""
+    args: dict[str, object] = {
+        "repo_distro": "ubuntu2204",
+        "repo_arch": "x86_64",
+        "kernel_release": KERNEL,
+        "branches": (570, 580),
+        "tf_version": "2.21.0",
+    }
+    args.update(overrides)
+    return standin_packages(**args)  # type: ignore[arg-type]
 
 
 def catalog(**overrides: object) -> dict[str, StandinPackage]:
@@ -50,23 +71,55 @@ def test_every_package_the_matrix_names_is_there_at_its_version(branch: int, fla
         kernel_module_flavor=flavor,
         gpu_device_ids=["22a3"],
     )
-    specs = [
-        *res.driver_packages,
-        res.pinning_package,
-        res.fabricmanager_package,
-        res.cuda_toolkit_package,
-        *res.cudnn_packages,
-        *res.nccl_packages,
-    ]
     assert res.fabricmanager_package and (res.pinning_package or branch == 570)
-    for spec in filter(None, specs):
+    served = {(p.name, p.version) for p in catalog_list()}
+    for spec in matrix.apt_specs(res):
         name, _, version = spec.partition("=")
         assert name in packages, spec
         if version:
-            assert packages[name].version == version
-    latest = DRIVER_BRANCHES[branch].latest
+            assert (name, version) in served, spec
     for name in res.driver_packages:
-        assert packages[name].version == f"{latest}-0ubuntu1"
+        assert packages[name].version == recorded_version(name, branch)
+
+
+def test_fabric_manager_is_the_real_unsuffixed_package_from_580() -> None:
+    packages = catalog()
+    # NVIDIA/gpu-driver-container#451: nvidia-fabricmanager-580 is only a name it provides.
+    assert "nvidia-fabricmanager-580" not in packages
+    assert packages["nvidia-fabricmanager"].provides == ("nvidia-fabricmanager-580",)
+    assert packages["nvidia-fabricmanager"].version == recorded_version("nvidia-fabricmanager", 580)
+    assert "/usr/bin/nv-fabricmanager" in {f.path for f in packages["nvidia-fabricmanager"].files}
+    assert "nvidia-fabricmanager-570" in packages and "libnvidia-nscq" in packages
+
+
+def test_every_recorded_package_is_a_stand_in_with_its_recorded_fields() -> None:
+    served = {(s.name, s.version): s for s in catalog_list()}
+    for p in record().packages("ubuntu2204/x86_64"):
+        if p.branch not in (None, 570, 580):
+            assert (p.package, p.version) not in served, p.package
+            continue
+        stand_in = served[(p.package, p.version)]
+        assert stand_in.provides == tuple(x.strip() for x in p.field("Provides").split(",") if x)
+        recorded_deps = [d.strip() for d in p.field("Depends").split(",") if d.strip()]
+        assert set(stand_in.depends) <= set(recorded_deps), p.package
+
+
+@pytest.mark.parametrize(
+    ("distro", "branch"), [("ubuntu2204", 580), ("ubuntu2204", 570), ("ubuntu2004", 575)]
+)
+def test_the_newest_recorded_driver_is_the_branch_latest(distro: str, branch: int) -> None:
+    # What the deploy installs on a sandbox host (the newest stand-in) is the matrix's latest.
+    name = "cuda-drivers" if branch >= 580 else f"cuda-drivers-{branch}"
+    newest = recorded_version(name, branch, f"{distro}/x86_64")
+    assert newest.rsplit("-", 1)[0] == DRIVER_BRANCHES[branch].latest
+
+
+def test_the_catalog_does_not_ask_the_resolver(monkeypatch: pytest.MonkeyPatch) -> None:
+    def refuse(*args: object, **kwargs: object) -> None:
+        raise AssertionError("the stand-ins must come from the record, not from resolve()")
+
+    monkeypatch.setattr(matrix, "resolve", refuse)
+    assert "nvidia-open" in catalog()
 
 
 def test_every_dependency_is_in_the_repository() -> None:
@@ -111,18 +164,21 @@ def test_branch_suffixed_subpackages_replace_each_other_but_metapackages_do_not(
     assert packages["nvidia-utils-580"].provides == ("nvidia-utils",)
     assert "nvidia-dkms-580-open" in packages["nvidia-dkms-580"].conflicts
     assert packages["nvidia-open-580"].conflicts == ()
-    version = f"{DRIVER_BRANCHES[580].latest}-0ubuntu1"
+    version = recorded_version("nvidia-open", 580)
     assert packages["nvidia-open"].depends == (f"nvidia-open-580 (= {version})",)
 
 
 def test_debian_repository_uses_debian_revisions() -> None:
     packages = catalog(repo_distro="debian12")
-    assert packages["nvidia-utils-580"].version == f"{DRIVER_BRANCHES[580].latest}-1"
+    assert packages["nvidia-utils-580"].version == recorded_version(
+        "nvidia-open", 580, "debian12/x86_64"
+    )
+    assert packages["nvidia-utils-580"].version.endswith("-1")
     assert packages["nvidia-driver-pinning-580"].version == "580-1"
 
 
 def test_pinning_package_pins_its_branch() -> None:
-    package = pinning_package(580, repo_distro="ubuntu2204")
+    package = catalog()["nvidia-driver-pinning-580"]
     (prefs,) = package.files
     assert prefs.path == "/etc/apt/preferences.d/nvidia-driver-pinning-580"
     assert "Pin: version 580.*\nPin-Priority: 1000" in prefs.content
@@ -135,7 +191,7 @@ def test_pinning_package_pins_its_branch() -> None:
         ({"repo_distro": "ubuntu1804"}, "repo_distro 'ubuntu1804' is not one of"),
         ({"repo_arch": "ppc64le"}, "repo_arch 'ppc64le' is not one of"),
         ({"kernel_release": "custom"}, "does not start with a version number"),
-        ({"branches": (535,)}, "the matrix refuses driver branch 535"),
+        ({"branches": (565,)}, "has no driver packages of branch 565"),
         ({"tf_version": "1.15"}, "the matrix refuses"),
     ],
 )
@@ -178,7 +234,7 @@ def test_nvidia_smi_version_matches_the_recorded_real_output(tmp_path: Path) -> 
 def test_nvidia_smi_fails_like_the_real_one_without_a_driver(
     tmp_path: Path, args: tuple[str, ...]
 ) -> None:
-    packages = driver_packages(580, repo_distro="ubuntu2204", arch="amd64")
+    packages = driver_packages(580, version="580.95.05-0ubuntu1", arch="amd64")
     utils = next(p for p in packages if p.name == "nvidia-utils-580")
     (smi,) = utils.files
     done = run_script(tmp_path, smi.content, *args)
@@ -188,14 +244,14 @@ def test_nvidia_smi_fails_like_the_real_one_without_a_driver(
 
 
 def test_nvidia_smi_of_each_branch_reports_its_own_driver(tmp_path: Path) -> None:
+    packages = catalog()
     for branch in (570, 580):
-        packages = driver_packages(branch, repo_distro="ubuntu2204", arch="amd64")
-        (smi,) = next(p for p in packages if p.name == f"nvidia-utils-{branch}").files
+        (smi,) = packages[f"nvidia-utils-{branch}"].files
         lines = run_script(tmp_path, smi.content, "--version").stdout.splitlines()
-        info = DRIVER_BRANCHES[branch]
-        assert lines[0] == f"NVIDIA-SMI version  : {info.latest}"
-        assert lines[2] == f"DRIVER version      : {info.latest}"
-        assert lines[3] == f"CUDA Version        : {info.max_cuda}"
+        driver = recorded_version(f"nvidia-open-{branch}", branch).rsplit("-", 1)[0]
+        assert lines[0] == f"NVIDIA-SMI version  : {driver}"
+        assert lines[2] == f"DRIVER version      : {driver}"
+        assert lines[3] == f"CUDA Version        : {DRIVER_BRANCHES[branch].max_cuda}"
 
 
 def test_nvcc_stand_in_prints_the_recorded_release_and_compiles_nothing(tmp_path: Path) -> None:
@@ -211,8 +267,7 @@ def test_nvcc_stand_in_prints_the_recorded_release_and_compiles_nothing(tmp_path
 
 
 def test_persistenced_stand_in_stays_up_and_says_so(tmp_path: Path) -> None:
-    packages = driver_packages(580, repo_distro="ubuntu2204", arch="amd64")
-    compute = next(p for p in packages if p.name == "nvidia-compute-utils-580")
+    compute = catalog()["nvidia-compute-utils-580"]
     daemon = next(f for f in compute.files if f.path == "/usr/bin/nvidia-persistenced")
     unit = next(f for f in compute.files if f.path.endswith("nvidia-persistenced.service"))
     assert "ExecStart=/usr/bin/nvidia-persistenced" in unit.content
@@ -244,10 +299,7 @@ def test_built_deb_holds_the_control_fields_and_files(tmp_path: Path) -> None:
 
 
 def test_cuda_release_without_recorded_nvcc_still_has_its_directory() -> None:
-    res = matrix.resolve(
-        "2.21.0", os_id="ubuntu", os_version="22.04", driver_branch=580, cuda_version="12.8"
-    )
-    packages = {p.name: p for p in cuda_packages(res, "amd64")}
+    packages = catalog()
     nvcc_pkg = packages["cuda-nvcc-12-8"]
     assert [f.path for f in nvcc_pkg.files] == ["/usr/local/cuda-12.8/README.gpufleet-standin"]
     assert packages["cuda-toolkit-12-8"].version == "12.8.1-1"

@@ -1,24 +1,28 @@
-"""Which stand-in packages the sandbox repository holds: what ``matrix.resolve`` names, and more.
+"""Which stand-in packages the sandbox repository holds: the record of NVIDIA's real repository.
 
-For each driver branch the matrix is asked for both kernel-module flavours and for a host with
-NVSwitches, so the repository holds every name the deploy can ask for: driver metapackages,
-pinning package, Fabric Manager, CUDA toolkit, cuDNN and NCCL at the resolved versions, plus
-``linux-headers-<kernel>`` for the kernel the sandbox hosts really run.
+Every stanza of gpufleet/matrix/record/nvidia_repos.json for the repository (``<distro>/<arch>``)
+becomes a stand-in with the recorded name, version, Provides, Depends, Conflicts and Replaces,
+for the driver branches the sandbox carries and every package of no branch (CUDA, cuDNN, NCCL,
+DCGM, NVLSM). The resolver's output plays no part: a name it gets wrong is not in the stand-in
+repository either, and apt says so as it would on a real host. What the recorded metapackages
+depend on is built by ``driver_tree``; ``linux-headers-<kernel>`` for the kernel the sandbox
+hosts really run is added.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 
 from gpufleet import matrix
-from gpufleet.matrix.dcgm import (
-    DCGM_CORE,
-    DCGM_CUDA_MAJORS,
-    DCGM_VERSION,
-    dcgm_unsupported_reason,
+from gpufleet.matrix.dcgm import DCGM_CORE
+from gpufleet.matrix.drivers import DRIVER_BRANCHES
+from gpufleet.matrix.repo_record import RecordedPackage, record, repository
+from gpufleet.sandbox.standins.driver_tree import (
+    driver_packages,
+    fabricmanager_files,
+    pinning_files,
 )
-from gpufleet.sandbox.standins.driver_tree import driver_packages, fabricmanager_package
 from gpufleet.sandbox.standins.model import (
     STANDIN,
     StandinError,
@@ -31,22 +35,14 @@ from gpufleet.sandbox.standins.model import (
 # Dependencies of stand-ins that come from the distribution's archive (as for the real
 # packages), which the sandbox hosts reach through the apt proxy.
 DISTRO_ARCHIVE_DEPENDS = ("lshw",)
+# Recorded dependencies on the distribution's archive that the stand-ins leave out on purpose:
+# nvlsm's compiler and InfiniBand library (nothing of it runs on a sandbox host).
+DROPPED_DISTRO_DEPENDS = frozenset(
+    {"build-essential", "libgcc1", "libc6", "libstdc++6", "libibumad3"}
+)
 
 # Repository arch folder -> Debian architecture of its packages.
 DEB_ARCHES = {"x86_64": "amd64", "sbsa": "arm64"}
-
-# CUDA release -> Debian version of cuda-toolkit-X-Y in NVIDIA's repository (the last update
-# of each release; NVIDIA CUDA repository Packages index, see SOURCES.md).
-CUDA_DEB_VERSIONS = {
-    "12.2": "12.2.2-1",
-    "12.3": "12.3.2-1",
-    "12.4": "12.4.1-1",
-    "12.5": "12.5.1-1",
-    "12.6": "12.6.3-1",
-    "12.8": "12.8.1-1",
-    "12.9": "12.9.1-1",
-    "13.0": "13.0.2-1",
-}
 
 
 def repo_os(repo_distro: str) -> tuple[str, str]:
@@ -87,83 +83,117 @@ def standin_packages(
     branches: Sequence[int],
     tf_version: str,
 ) -> list[StandinPackage]:
-    """Every package of the stand-in repository, each once.
+    """Every package of the stand-in repository, each once, from the record.
+
+    ``tf_version`` must be a release the matrix knows (the sandbox installs it); every CUDA,
+    cuDNN and NCCL build recorded for the repository is served, as NVIDIA's repository does.
 
     Example::
 
         names = {p.name for p in standin_packages(repo_distro="ubuntu2204", repo_arch="x86_64",
                  kernel_release="6.1.0-18-amd64", branches=(570, 580), tf_version="2.21.0")}
-        # {"nvidia-open-570", "nvidia-open", "nvidia-driver-pinning-580", "libnccl2", ...}
+        # {"nvidia-open-570", "nvidia-open", "nvidia-fabricmanager", "libnccl2", ...}
     """
-    os_id, os_version = repo_os(repo_distro)
+    repo_os(repo_distro)
     arch = deb_arch(repo_arch)
-    machine = next(m for m, a in matrix.NVIDIA_REPO_ARCHES.items() if a == repo_arch)
-    nvswitch = next(g.device_id for g in matrix.GPUS.values() if g.is_nvswitch)
-    packages: dict[tuple[str, str], StandinPackage] = {}
-
-    def add(items: Iterable[StandinPackage]) -> None:
-        for item in items:
-            packages.setdefault((item.name, item.version), item)
-
+    if tf_version not in matrix.TF_RELEASES:
+        raise StandinError(
+            f"the matrix refuses TensorFlow {tf_version!r}: {matrix.unknown_tf_message(tf_version)}"
+        )
+    repo = repository(repo_distro, repo_arch)
+    recorded = [p for p in record().packages(repo) if p.branch is None or p.branch in branches]
     for branch in branches:
-        wanted: list[str] = []
-        for flavor, gpus in (("open", [nvswitch]), ("proprietary", [])):
-            try:
-                res = matrix.resolve(
-                    tf_version,
-                    os_id=os_id,
-                    os_version=os_version,
-                    arch=machine,
-                    driver_branch=branch,
-                    kernel_module_flavor=flavor,
-                    gpu_device_ids=gpus,
-                )
-            except matrix.MatrixError as exc:
-                raise StandinError(
-                    f"the matrix refuses driver branch {branch} with TensorFlow {tf_version} on "
-                    f"{repo_distro}: {exc}. Fix: pass branches and tf_version the matrix accepts."
-                ) from exc
-            wanted += [
-                *res.driver_packages,
-                res.pinning_package or "",
-                res.fabricmanager_package or "",
-            ]
-            add(cuda_packages(res, arch))
-        tree = driver_packages(branch, repo_distro=repo_distro, arch=arch)
-        fm_names = {name for name in wanted if name.startswith("nvidia-fabricmanager")}
-        tree += [fabricmanager_package(name, branch, arch=arch) for name in sorted(fm_names)]
-        built = {p.name for p in tree}
-        missing = sorted({_name(spec) for spec in wanted if spec} - built)
-        if missing:
+        if not any(p.branch == branch for p in recorded):
             raise StandinError(
-                f"the matrix names {', '.join(missing)} for branch {branch}, which the stand-in "
-                "driver tree does not build. Fix: add them to "
-                "gpufleet/sandbox/standins/driver_tree.py."
+                f"the record of NVIDIA's {repo} repository has no driver packages of branch "
+                f"{branch}. Fix: pass branches it records ({_recorded_branches(repo)})."
             )
-        add(tree)
-    add([linux_headers(kernel_release, arch)])
-    if dcgm_unsupported_reason(repo_distro) is None:
-        add(dcgm_packages(arch))
-    return list(packages.values())
+    packages: dict[tuple[str, str], StandinPackage] = {}
+    for item in [*(_from_record(p, arch) for p in recorded), linux_headers(kernel_release, arch)]:
+        packages.setdefault((item.name, item.version), item)
+    for branch in branches:
+        if not DRIVER_BRANCHES[branch].names_have_branch:
+            continue
+        for version in _branch_versions(recorded, branch):
+            for item in driver_packages(branch, version=version, arch=arch):
+                packages.setdefault((item.name, item.version), item)
+    out = list(packages.values())
+    _check_dependencies(out, repo)
+    return out
 
 
-def _name(spec: str) -> str:
-    return spec.split("=", 1)[0]
+def _recorded_branches(repo: str) -> str:
+    return ", ".join(sorted({str(p.branch) for p in record().packages(repo) if p.branch}))
 
 
-def _spec(spec: str, fallback_version: str) -> tuple[str, str]:
-    name, _, version = spec.partition("=")
-    return name, version or fallback_version
+def _branch_versions(recorded: Sequence[RecordedPackage], branch: int) -> list[str]:
+    """Each recorded version of the branch's driver metapackages (one sub-package tree each,
+    as NVIDIA's repository keeps every release of a branch)."""
+    versions = {
+        p.version
+        for p in recorded
+        if p.branch == branch and p.package.startswith(("cuda-drivers", "nvidia-open"))
+    }
+    return sorted(versions)
 
 
-def cuda_packages(res: matrix.Resolution, arch: str) -> list[StandinPackage]:
-    """CUDA toolkit (with an ``nvcc`` stand-in where its real output is recorded), cuDNN, NCCL."""
-    cuda = res.cuda
-    dashed = cuda.replace(".", "-")
-    toolkit, toolkit_version = _spec(
-        res.cuda_toolkit_package, CUDA_DEB_VERSIONS.get(cuda, f"{cuda}.0-1")
+def _relations(text: str) -> tuple[str, ...]:
+    return tuple(part.strip() for part in text.split(",") if part.strip())
+
+
+def _from_record(p: RecordedPackage, arch: str) -> StandinPackage:
+    """A stand-in with the recorded fields, and the files its real package's role needs."""
+    depends = tuple(
+        group
+        for group in _relations(p.field("Depends"))
+        if group.split(" ", 1)[0] not in DROPPED_DISTRO_DEPENDS
     )
-    nvcc_name = f"cuda-nvcc-{dashed}"
+    files: tuple[StandinFile, ...] = ()
+    postinst = prerm = ""
+    pkg_arch = arch
+    if p.package.startswith("nvidia-driver-pinning-") and p.branch:
+        files, pkg_arch = pinning_files(p.branch), "all"
+    elif p.package.startswith("nvidia-fabricmanager"):
+        files = fabricmanager_files(p.version)
+    elif p.package.startswith("cuda-nvcc-"):
+        files, postinst, prerm = nvcc_payload(p.package.removeprefix("cuda-nvcc-"))
+    elif p.package == DCGM_CORE:
+        files = dcgm_core_files(p.version)
+    return StandinPackage(
+        p.package,
+        p.version,
+        pkg_arch,
+        f"{p.package} (recorded from NVIDIA's {p.repository} repository)",
+        depends=depends,
+        provides=_relations(p.field("Provides")),
+        conflicts=_relations(p.field("Conflicts")),
+        replaces=_relations(p.field("Replaces")),
+        files=files,
+        postinst=postinst,
+        prerm=prerm,
+    )
+
+
+def _check_dependencies(packages: Sequence[StandinPackage], repo: str) -> None:
+    """Every Depends group must be satisfiable inside the stand-in repository (or from the
+    distribution's archive, for the few names in DISTRO_ARCHIVE_DEPENDS)."""
+    provided = {p.name for p in packages} | {v for p in packages for v in p.provides}
+    provided |= set(DISTRO_ARCHIVE_DEPENDS)
+    for package in packages:
+        for group in package.depends:
+            names = [alt.strip().split(" ", 1)[0] for alt in group.split("|")]
+            if not any(name in provided for name in names):
+                raise StandinError(
+                    f"{package.name} {package.version} depends on {group}, which the record of "
+                    f"{repo} does not have. Fix: record it (gpufleet/matrix/record) with its "
+                    "source, or its sub-packages in gpufleet/sandbox/standins/driver_tree.py."
+                )
+
+
+def nvcc_payload(dashed: str) -> tuple[tuple[StandinFile, ...], str, str]:
+    """``cuda-nvcc-X-Y``'s stand-in files (an ``nvcc`` where its real output is recorded) and
+    the update-alternatives scripts that register ``/usr/local/cuda`` like the real toolkit."""
+    cuda = dashed.replace("-", ".")
     prefix = f"/usr/local/cuda-{cuda}"
     nvcc_text = recorded(f"nvcc_{cuda}")
     # The prefix always exists: update-alternatives refuses a missing alternative path.
@@ -172,54 +202,10 @@ def cuda_packages(res: matrix.Resolution, arch: str) -> list[StandinPackage]:
     if nvcc_text is not None:
         script = render("nvcc.sh", CUDA_VERSION=cuda, RECORDED_VERSION=nvcc_text.rstrip("\n"))
         files.append(StandinFile(f"{prefix}/bin/nvcc", script, 0o755))
-    # Like the real toolkit, register /usr/local/cuda as an alternative pointing at this release.
     priority = "".join(cuda.split("."))
-    out = [
-        StandinPackage(
-            nvcc_name,
-            toolkit_version,
-            arch,
-            f"CUDA nvcc {cuda}",
-            files=tuple(files),
-            postinst=f"update-alternatives --install /usr/local/cuda cuda {prefix} {priority}\n",
-            prerm=f'[ "$1" = upgrade ] || update-alternatives --remove cuda {prefix}\n',
-        ),
-        StandinPackage(
-            toolkit,
-            toolkit_version,
-            arch,
-            f"CUDA Toolkit {cuda} meta-package",
-            depends=(f"{nvcc_name} (>= {toolkit_version})",),
-        ),
-    ]
-    out += _runtime_and_dev(
-        res.cudnn_packages, "cuDNN runtime libraries", "cuDNN development headers", arch
-    )
-    out += _runtime_and_dev(
-        res.nccl_packages,
-        "NVIDIA Collective Communication Library (NCCL) Runtime",
-        "NVIDIA Collective Communication Library (NCCL) Development Files",
-        arch,
-    )
-    return out
-
-
-def _runtime_and_dev(
-    specs: Sequence[str], runtime: str, dev: str, arch: str
-) -> list[StandinPackage]:
-    """A runtime package and its ``-dev`` package, the latter depending on the exact runtime."""
-    if len(specs) != 2 or not all("=" in spec for spec in specs):
-        raise StandinError(
-            f"expected a pinned runtime and dev package from the matrix, got {list(specs)}. Fix: "
-            "give the versions in gpufleet/matrix/apt_names.py so the stand-ins carry them."
-        )
-    (run_name, run_version), (dev_name, dev_version) = (_spec(s, "") for s in specs)
-    return [
-        StandinPackage(run_name, run_version, arch, runtime),
-        StandinPackage(
-            dev_name, dev_version, arch, dev, depends=(f"{run_name} (= {run_version})",)
-        ),
-    ]
+    postinst = f"update-alternatives --install /usr/local/cuda cuda {prefix} {priority}\n"
+    prerm = f'[ "$1" = upgrade ] || update-alternatives --remove cuda {prefix}\n'
+    return tuple(files), postinst, prerm
 
 
 def linux_headers(kernel_release: str, arch: str) -> StandinPackage:
@@ -250,37 +236,17 @@ def linux_headers(kernel_release: str, arch: str) -> StandinPackage:
     )
 
 
-def dcgm_packages(arch: str, version: str = DCGM_VERSION) -> list[StandinPackage]:
-    """DCGM 4: ``-core`` (``nv-hostengine``, ``dcgmi``, ``nvidia-dcgm.service``; it depends on
-    lshw, as the real one does) and one ``-cuda<major>`` package per CUDA major, each depending
-    on the exact ``-core`` (DCGM's cmake/packaging.cmake; see SOURCES.md)."""
+def dcgm_core_files(version: str) -> tuple[StandinFile, ...]:
+    """DCGM 4 ``-core``'s stand-in files: ``nv-hostengine``, ``dcgmi``, ``nvidia-dcgm.service``
+    (DCGM's cmake/packaging.cmake and config-files; see SOURCES.md)."""
     upstream = version.split(":", 1)[-1].split("-", 1)[0]
-    hostengine = render("nv-hostengine.sh", DCGM_VERSION=upstream)
-    core = StandinPackage(
-        DCGM_CORE,
-        version,
-        arch,
-        "NVIDIA Datacenter GPU Management Tools (core)",
-        depends=("lshw",),
-        files=(
-            StandinFile("/usr/bin/nv-hostengine", hostengine, 0o755),
-            StandinFile("/usr/bin/dcgmi", render("dcgmi.sh", DCGM_VERSION=upstream), 0o755),
-            StandinFile(
-                "/lib/systemd/system/nvidia-dcgm.service",
-                render("nvidia-dcgm.service", DCGM_VERSION=upstream),
-            ),
+    return (
+        StandinFile(
+            "/usr/bin/nv-hostengine", render("nv-hostengine.sh", DCGM_VERSION=upstream), 0o755
+        ),
+        StandinFile("/usr/bin/dcgmi", render("dcgmi.sh", DCGM_VERSION=upstream), 0o755),
+        StandinFile(
+            "/lib/systemd/system/nvidia-dcgm.service",
+            render("nvidia-dcgm.service", DCGM_VERSION=upstream),
         ),
     )
-    return [
-        core,
-        *(
-            StandinPackage(
-                f"datacenter-gpu-manager-4-cuda{major}",
-                version,
-                arch,
-                f"NVIDIA Datacenter GPU Management Tools (CUDA {major} diagnostics)",
-                depends=(f"{DCGM_CORE} (= {version})",),
-            )
-            for major in DCGM_CUDA_MAJORS
-        ),
-    ]

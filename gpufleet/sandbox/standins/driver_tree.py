@@ -1,12 +1,13 @@
-"""The stand-in NVIDIA driver packages of one branch, with the dependency tree of the real ones.
+"""The driver sub-packages under the recorded metapackages of one branch, and stand-in files.
 
-Installing ``nvidia-open-570`` or ``cuda-drivers-570`` (or, from R580, ``nvidia-open`` /
-``cuda-drivers`` after ``nvidia-driver-pinning-580``) pulls the same-named sub-packages as on a
-real host: the driver metapackage, its DKMS, kernel-source and kernel-common packages, the
-compute library package, ``nvidia-utils-<branch>`` (``/usr/bin/nvidia-smi``) and
-``nvidia-compute-utils-<branch>`` (``nvidia-persistenced`` and its unit). Branch-suffixed
-packages provide, conflict with and replace their unsuffixed name, so a branch change replaces
-the old branch's packages instead of installing both. Sources: SOURCES.md beside this file.
+The metapackages (``nvidia-open-570``, ``cuda-drivers-580``, ``nvidia-open``, the pinning
+package, Fabric Manager) come from the repository record (gpufleet/matrix/record); what they
+depend on is built here with the names of NVIDIA's packaging: ``nvidia-driver-<b>[-open]``,
+its DKMS, kernel-source and kernel-common packages, the compute library package,
+``nvidia-utils-<b>`` (``/usr/bin/nvidia-smi``) and ``nvidia-compute-utils-<b>``
+(``nvidia-persistenced`` and its unit). Branch-suffixed sub-packages provide, conflict with
+and replace their unsuffixed name, so a branch change replaces the old branch's packages
+instead of installing both. Sources: SOURCES.md beside this file.
 """
 
 from __future__ import annotations
@@ -15,20 +16,14 @@ from gpufleet.matrix.drivers import DRIVER_BRANCHES
 from gpufleet.sandbox.standins.model import STANDIN, StandinFile, StandinPackage, render
 
 
-def driver_revision(repo_distro: str) -> str:
-    """Debian revision of driver packages: ``-0ubuntu1`` in the Ubuntu repos, ``-1`` elsewhere."""
-    return "-0ubuntu1" if repo_distro.startswith("ubuntu") else "-1"
+def driver_packages(branch: int, *, version: str, arch: str) -> list[StandinPackage]:
+    """The sub-packages of ``branch`` at the recorded driver ``version`` (both flavours).
 
-
-def driver_packages(branch: int, *, repo_distro: str, arch: str) -> list[StandinPackage]:
-    """Every stand-in driver package of ``branch``, open and proprietary flavours.
-
-    Example: ``{p.name for p in driver_packages(570, repo_distro="ubuntu2204", arch="amd64")}``
-    contains ``nvidia-open-570``, ``cuda-drivers-570`` and ``nvidia-utils-570``.
+    Example: ``{p.name for p in driver_packages(570, version="570.172.08-0ubuntu1",
+    arch="amd64")}`` contains ``nvidia-driver-570-open`` and ``nvidia-utils-570``.
     """
     info = DRIVER_BRANCHES[branch]
-    driver = info.latest
-    version = driver + driver_revision(repo_distro)
+    driver = version.split(":", 1)[-1].rsplit("-", 1)[0]
     sfx = f"-{branch}" if info.names_have_branch else ""
     values = {
         "DRIVER_VERSION": driver,
@@ -126,84 +121,24 @@ def driver_packages(branch: int, *, repo_distro: str, arch: str) -> list[Standin
             swap_unsuffixed=False,
         ),
     ]
-    if sfx:
-        packages += [
-            pkg(
-                "nvidia-open@",
-                "NVIDIA open kernel module driver metapackage",
-                "nvidia-driver@-open",
-                swap_unsuffixed=False,
-            ),
-            pkg(
-                "cuda-drivers@",
-                "CUDA Driver meta-package, branch-specific",
-                "nvidia-driver@",
-                swap_unsuffixed=False,
-            ),
-        ]
-    if info.has_pinning_package:
-        # From R580 the guide installs the unsuffixed metapackages after the pinning package.
-        open_dep, cuda_dep = (
-            ("nvidia-open@", "cuda-drivers@") if sfx else ("nvidia-driver-open", "nvidia-driver")
-        )
-        packages += [
-            _unsuffixed(
-                "nvidia-open",
-                version,
-                arch,
-                "NVIDIA open kernel module driver metapackage",
-                open_dep.replace("@", sfx),
-            ),
-            _unsuffixed(
-                "cuda-drivers",
-                version,
-                arch,
-                "CUDA Driver meta-package",
-                cuda_dep.replace("@", sfx),
-            ),
-            pinning_package(branch, repo_distro=repo_distro),
-        ]
     return packages
 
 
-def _unsuffixed(name: str, version: str, arch: str, summary: str, dep: str) -> StandinPackage:
-    return StandinPackage(name, version, arch, summary, depends=(f"{dep} (= {version})",))
-
-
-def pinning_package(branch: int, *, repo_distro: str) -> StandinPackage:
-    """``nvidia-driver-pinning-<branch>``: an apt preferences file holding the branch."""
-    version = f"{branch}{'-1ubuntu1' if repo_distro.startswith('ubuntu') else '-1'}"
+def pinning_files(branch: int) -> tuple[StandinFile, ...]:
+    """What ``nvidia-driver-pinning-<branch>`` installs: an apt preferences file (its exact
+    text is not published; the stand-in pins the branch at priority 1000)."""
     prefs = render("nvidia-driver-pinning.txt", BRANCH=str(branch))
-    return StandinPackage(
-        f"nvidia-driver-pinning-{branch}",
-        version,
-        "all",
-        f"APT driver pinning file for driver branch {branch}",
-        provides=("nvidia-driver-pinning",),
-        conflicts=("nvidia-driver-pinning",),
-        replaces=("nvidia-driver-pinning",),
-        files=(StandinFile(f"/etc/apt/preferences.d/nvidia-driver-pinning-{branch}", prefs),),
-    )
+    return (StandinFile(f"/etc/apt/preferences.d/nvidia-driver-pinning-{branch}", prefs),)
 
 
-def fabricmanager_package(name: str, branch: int, *, arch: str) -> StandinPackage:
-    """Fabric Manager stand-in: ``nv-fabricmanager`` and ``nvidia-fabricmanager.service``."""
-    driver = DRIVER_BRANCHES[branch].latest
+def fabricmanager_files(version: str) -> tuple[StandinFile, ...]:
+    """Fabric Manager's stand-in files: ``nv-fabricmanager``, its unit and config."""
+    driver = version.split(":", 1)[-1].rsplit("-", 1)[0]
     daemon = render("nv-fabricmanager.sh", DRIVER_VERSION=driver)
     unit = render("nvidia-fabricmanager.service", DRIVER_VERSION=driver)
     config = f"# {STANDIN}: Fabric Manager {driver} has no NVSwitch to configure here.\n"
-    virtual = ("nvidia-fabricmanager",) if name != "nvidia-fabricmanager" else ()
-    return StandinPackage(
-        name,
-        f"{driver}-1",
-        arch,
-        "Fabric Manager for NVSwitch based systems",
-        provides=virtual,
-        conflicts=virtual,
-        replaces=virtual,
-        files=(
-            StandinFile("/usr/bin/nv-fabricmanager", daemon, 0o755),
-            StandinFile("/lib/systemd/system/nvidia-fabricmanager.service", unit),
-            StandinFile("/usr/share/nvidia/nvswitch/fabricmanager.cfg", config),
-        ),
+    return (
+        StandinFile("/usr/bin/nv-fabricmanager", daemon, 0o755),
+        StandinFile("/lib/systemd/system/nvidia-fabricmanager.service", unit),
+        StandinFile("/usr/share/nvidia/nvswitch/fabricmanager.cfg", config),
     )
