@@ -61,6 +61,7 @@ MODULE_ORDER = (
     "test_cluster_e2e",
     "test_calibrate_e2e",
     "test_verdicts_e2e",
+    "test_fabric_manager_e2e",
     "test_cluster_srun_e2e",
     "test_repo_faults_e2e",
     "test_faults_e2e",
