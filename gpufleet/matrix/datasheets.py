@@ -40,7 +40,10 @@ class Datasheet:
         return PCIE_WIDTH
 
 
-_V100 = "NVIDIA Tesla V100 datasheet (max power); Volta architecture whitepaper (boost clock)"
+_V100 = (
+    "NVIDIA Tesla V100 datasheet (max power: SXM2 300 W, PCIe 250 W); Volta architecture "
+    "whitepaper (SXM2 boost clock 1530 MHz)"
+)
 _V100S = "NVIDIA V100S datasheet"
 _T4 = "NVIDIA T4 datasheet (max power 70 W); T4 product brief (boost clock 1590 MHz)"
 _A100 = (
@@ -56,8 +59,8 @@ _AMPERE_PCIE = "NVIDIA A10 / A30 datasheets (max power 150 W / 165 W)"
 _ROWS: tuple[tuple[str, float | None, int | None, bool, str], ...] = (
     ("Tesla V100-SXM2-16GB", 300.0, 1530, True, _V100),
     ("Tesla V100-SXM2-32GB", 300.0, 1530, True, _V100),
-    ("Tesla V100-PCIE-16GB", 250.0, 1380, False, _V100),
-    ("Tesla V100-PCIE-32GB", 250.0, 1380, False, _V100),
+    ("Tesla V100-PCIE-16GB", 250.0, None, False, _V100),
+    ("Tesla V100-PCIE-32GB", 250.0, None, False, _V100),
     ("Tesla V100S-PCIE-32GB", 250.0, None, False, _V100S),
     ("Tesla T4", 70.0, 1590, False, _T4),
     ("NVIDIA A10", 150.0, None, False, _AMPERE_PCIE),
@@ -65,8 +68,8 @@ _ROWS: tuple[tuple[str, float | None, int | None, bool, str], ...] = (
     ("NVIDIA A30", 165.0, None, False, _AMPERE_PCIE),
     ("NVIDIA A100-SXM4-40GB", 400.0, 1410, True, _A100),
     ("NVIDIA A100-SXM4-80GB", 400.0, 1410, True, _A100),
-    ("NVIDIA A100-PCIE-40GB", 250.0, 1410, False, _A100),
-    ("NVIDIA A100 80GB PCIe", 300.0, 1410, False, _A100),
+    ("NVIDIA A100-PCIE-40GB", 250.0, None, False, _A100),
+    ("NVIDIA A100 80GB PCIe", 300.0, None, False, _A100),
     ("NVIDIA L4", 72.0, None, False, _ADA),
     ("NVIDIA L40S", 350.0, None, False, _ADA),
     ("NVIDIA H100 80GB HBM3", 700.0, None, True, _H100),
