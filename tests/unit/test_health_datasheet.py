@@ -1,9 +1,8 @@
-"""Faults health used to pass (review 2 N12, N13, N15, N16), on recorded `nvidia-smi -q -x`.
+"""Faults health used to pass (review 2 N12, N13, N15, N16), on recorded `nvidia-smi -q -x`."""
 
-Each report is a real one from tests/fixtures/nvidia_smi (sources in its SOURCES.md); where a
-fault needs a figure no recording shows, one field of a real report is changed, as the test
-says. Every test here failed before the change that added its check (noted per test).
-"""
+# Each report is a real one from tests/fixtures/nvidia_smi (sources in its SOURCES.md); where a
+# fault needs a figure no recording shows, one field of a real report is changed, as the test
+# says. Every test here failed before the change that added its check (noted per test).
 
 from __future__ import annotations
 
