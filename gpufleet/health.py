@@ -2,9 +2,14 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import asdict, dataclass, field
+from collections.abc import Iterable, Sequence
 from typing import Any
+
+from gpufleet import health_ecc, health_limits
+from gpufleet.health_base import Finding, field_of, gpus_of, label
+from gpufleet.matrix.datasheets import expected_gpu_count
+
+__all__ = ["Finding", "field_of", "gpus_of", "label"]
 
 # Clock event reasons (nvidia-smi -q, "Clocks Event Reasons"; NVML nvmlClocksEventReasons).
 # Under load, idle (0x1) and the slowdowns (0x8 hardware, 0x20/0x40 thermal, 0x80 power brake)
@@ -24,36 +29,16 @@ BENIGN_REASONS = frozenset(
 
 _REASON_PREFIXES = ("clocks_event_reason_", "clocks_throttle_reason_", "clocks_event_reasons_")
 
-CHECKS = ("gpu_count", "ecc", "row_remap", "clock_event_reasons", "pcie_link")
-
-
-@dataclass(frozen=True)
-class Finding:
-    """One thing wrong (severity "fail") or worth knowing ("info") about one GPU or the host.
-
-    Example: ``Finding("ecc", "fail", "GPU 0 ...: 2 uncorrectable volatile ECC errors", gpu="0")``
-    """
-
-    check: str
-    severity: str
-    message: str
-    gpu: str | None = None
-    figures: dict[str, Any] = field(default_factory=dict)
-
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
-
-
-def field_of(obj: Any, name: str) -> Any:
-    """A field of a parser result, whether it is a dataclass or a dict."""
-    if isinstance(obj, Mapping):
-        return obj.get(name)
-    return getattr(obj, name, None)
-
-
-def gpus_of(smi: Any) -> list[Any]:
-    """The per-GPU entries of a parsed ``nvidia-smi -q -x`` report."""
-    return list(field_of(smi, "gpus") or [])
+CHECKS = (
+    "gpu_count",
+    "ecc",
+    "ecc_lifetime",
+    "row_remap",
+    "power_clocks",
+    "clock_event_reasons",
+    "pcie_link",
+    "pcie_datasheet",
+)
 
 
 def reason_name(raw: str) -> str:
@@ -65,15 +50,20 @@ def reason_name(raw: str) -> str:
     return name
 
 
-def _label(index: int, gpu: Any) -> str:
-    bus_id = field_of(gpu, "pci_bus_id")
-    name = field_of(gpu, "name")
-    return f"GPU {index} ({name or 'unknown'}, {bus_id or 'no bus id'})"
+def check_gpu_count(smi: Any, expected: int | None, nvswitches: int = 0) -> list[Finding]:
+    """A fail finding when nvidia-smi sees a different number of GPUs than expected.
 
-
-def check_gpu_count(smi: Any, expected: int | None) -> list[Finding]:
-    """A fail finding when nvidia-smi sees a different number of GPUs than expected."""
-    seen = len(gpus_of(smi))
+    Without an expected count, the board gives one (review 2 N13): NVSwitch on the PCI bus
+    means 8 GPUs, and SXM parts come 1, 2, 4, 8 or 16 to a host, so 7 of 8 fails even when
+    the lost GPU has left the PCI bus too (gpufleet.matrix.datasheets)."""
+    gpus = gpus_of(smi)
+    seen = len(gpus)
+    source = "the inventory's gpu count"
+    if expected is None:
+        names = {field_of(g, "name") for g in gpus}
+        model = next(iter(names)) if len(names) == 1 else None
+        expected = expected_gpu_count(model, seen, nvswitches)
+        source = "the board (NVSwitch on the bus, or an SXM part's board sizes)"
     if expected is None:
         return []
     if seen != expected:
@@ -81,8 +71,8 @@ def check_gpu_count(smi: Any, expected: int | None) -> list[Finding]:
             Finding(
                 "gpu_count",
                 "fail",
-                f"nvidia-smi sees {seen} GPU(s), expected {expected}: a GPU fell off the bus or "
-                "the inventory's gpu count is wrong",
+                f"nvidia-smi sees {seen} GPU(s), expected {expected} from {source}: a GPU fell "
+                "off the bus, or the count is wrong (set gpu_count in the inventory)",
                 figures={"seen": seen, "expected": expected},
             )
         ]
@@ -99,7 +89,7 @@ def check_ecc(smi: Any) -> list[Finding]:
                 Finding(
                     "ecc",
                     "fail",
-                    f"{_label(index, gpu)}: {count} uncorrectable volatile ECC error(s) since "
+                    f"{label(index, gpu)}: {count} uncorrectable volatile ECC error(s) since "
                     "the last driver load; drain the GPU and reset it (nvidia-smi -r)",
                     gpu=str(index),
                     figures={"ecc_uncorrected_volatile": int(count)},
@@ -117,7 +107,7 @@ def check_row_remap(smi: Any) -> list[Finding]:
                 Finding(
                     "row_remap",
                     "fail",
-                    f"{_label(index, gpu)}: row remapping failed; the GPU has run out of spare "
+                    f"{label(index, gpu)}: row remapping failed; the GPU has run out of spare "
                     "rows and should be replaced",
                     gpu=str(index),
                     figures={"remapped_rows_failure": True},
@@ -128,7 +118,7 @@ def check_row_remap(smi: Any) -> list[Finding]:
                 Finding(
                     "row_remap",
                     "fail",
-                    f"{_label(index, gpu)}: a row remap is pending; reset the GPU (or reboot) "
+                    f"{label(index, gpu)}: a row remap is pending; reset the GPU (or reboot) "
                     "to apply it",
                     gpu=str(index),
                     figures={"remapped_rows_pending": True},
@@ -150,7 +140,7 @@ def check_clock_event_reasons(smi: Any) -> list[Finding]:
                 Finding(
                     "clock_event_reasons",
                     "fail",
-                    f"{_label(index, gpu)}: idle while the load ran (clock event reason "
+                    f"{label(index, gpu)}: idle while the load ran (clock event reason "
                     "gpu_idle); the load did not reach this GPU",
                     gpu=str(index),
                     figures={"active": active},
@@ -161,7 +151,7 @@ def check_clock_event_reasons(smi: Any) -> list[Finding]:
                 Finding(
                     "clock_event_reasons",
                     "fail",
-                    f"{_label(index, gpu)}: clocks slowed under load by {', '.join(bad)}; check "
+                    f"{label(index, gpu)}: clocks slowed under load by {', '.join(bad)}; check "
                     "cooling, power supply and `nvidia-smi -q -d PERFORMANCE`",
                     gpu=str(index),
                     figures={"active": active},
@@ -172,7 +162,7 @@ def check_clock_event_reasons(smi: Any) -> list[Finding]:
                 Finding(
                     "clock_event_reasons",
                     "info",
-                    f"{_label(index, gpu)}: active clock event reasons: {', '.join(active)}",
+                    f"{label(index, gpu)}: active clock event reasons: {', '.join(active)}",
                     gpu=str(index),
                     figures={"active": active},
                 )
@@ -202,7 +192,7 @@ def check_pcie_link(smi: Any) -> list[Finding]:
                 Finding(
                     "pcie_link",
                     "fail",
-                    f"{_label(index, gpu)}: PCIe link under load runs at {' and '.join(short)}; "
+                    f"{label(index, gpu)}: PCIe link under load runs at {' and '.join(short)}; "
                     "reseat the card or check the slot and riser",
                     gpu=str(index),
                     figures=figures,
@@ -211,14 +201,28 @@ def check_pcie_link(smi: Any) -> list[Finding]:
     return findings
 
 
-def evaluate_idle(smi: Any, expected_gpu_count: int | None = None) -> list[Finding]:
-    """The checks that hold at any time: GPU count, ECC, row remapping."""
-    return [*check_gpu_count(smi, expected_gpu_count), *check_ecc(smi), *check_row_remap(smi)]
+def evaluate_idle(
+    smi: Any, expected_gpu_count: int | None = None, nvswitches: int = 0
+) -> list[Finding]:
+    """The checks that hold at any time: GPU count, ECC (volatile and lifetime), row
+    remapping, power limits and clocks against their defaults and the datasheet."""
+    return [
+        *check_gpu_count(smi, expected_gpu_count, nvswitches),
+        *check_ecc(smi),
+        *health_ecc.check_ecc_lifetime(smi),
+        *check_row_remap(smi),
+        *health_limits.check_power_and_clocks(smi),
+    ]
 
 
 def evaluate_under_load(smi: Any) -> list[Finding]:
-    """The checks that only mean something while the GPUs are busy: clocks and PCIe link."""
-    return [*check_clock_event_reasons(smi), *check_pcie_link(smi)]
+    """The checks that only mean something while the GPUs are busy: clocks and PCIe link
+    (against the link's maximum and against the datasheet)."""
+    return [
+        *check_clock_event_reasons(smi),
+        *check_pcie_link(smi),
+        *health_limits.check_pcie_datasheet(smi),
+    ]
 
 
 def evaluate(
@@ -257,5 +261,12 @@ def gpu_summary(smi: Any) -> list[dict[str, Any]]:
         "pcie_width_max",
         "temperature_c",
         "power_draw_w",
+        "ecc_uncorrected_aggregate",
+        "retired_pages",
+        "retired_pages_pending",
+        "power_limit_w",
+        "default_power_limit_w",
+        "applications_clock_mhz",
+        "max_sm_clock_mhz",
     )
     return [{key: field_of(gpu, key) for key in keys} for gpu in gpus_of(smi)]

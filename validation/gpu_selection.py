@@ -21,8 +21,12 @@ from __future__ import annotations
 
 import copy
 import re
+import statistics
 from collections.abc import Mapping
 from typing import Any
+
+from gpufleet.matrix.floor_checks import outliers
+from gpufleet.matrix.floors import OUTLIER_BELOW_MEDIAN
 
 # Workloads that use one GPU; the others (mirrored, allreduce, gemm) use every GPU at once.
 SINGLE_GPU_WORKLOADS = frozenset(
@@ -44,6 +48,8 @@ SINGLE_GPU_WORKLOADS = frozenset(
 # (every GPU at once) and this one are the per-GPU hardware checks.
 EVERY_GPU_IN_FULL = frozenset({"resnet50"})
 _ORDINAL_RE = re.compile(r"^[0-9]{1,2}$")
+# Per-GPU figures compared across the GPUs of a host (review 2 N11).
+OUTLIER_FIGURES = ("resnet50.images_per_s.", "bert_large.sequences_per_s.")
 _SEVERITY = ("fail", "inconclusive", "pass", "not_applicable")
 
 
@@ -125,11 +131,16 @@ def combine_gpus(docs: Mapping[str, Mapping[str, Any]]) -> dict[str, Any]:
         }
         for g in ordinals
     }
+    slow = throughput_outliers(docs)
     worst = min((_status(docs[g]) for g in ordinals), key=_rank)
+    if slow:
+        merged["checks"] = [*(merged.get("checks") or ()), *slow]
+        worst = "fail"
     if worst in ("fail", "inconclusive"):
         named = [g for g in ordinals if _status(docs[g]) == worst]
         reasons = "; ".join(
-            f"GPU {g}: {(docs[g].get('verdict') or {}).get('reason', '')}" for g in named
+            [f"GPU {g}: {(docs[g].get('verdict') or {}).get('reason', '')}" for g in named]
+            + [str(c["reason"]) for c in slow]
         )
         merged["verdict"] = {"status": worst, "reason": reasons}
         merged["checks"] = [
@@ -142,6 +153,33 @@ def combine_gpus(docs: Mapping[str, Mapping[str, Any]]) -> dict[str, Any]:
             ),
         ]
     return merged
+
+
+def throughput_outliers(docs: Mapping[str, Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """Review 2 N11: each GPU's reference-step figure against the host's median, the rule GEMM
+    has (gpufleet.matrix.floor_checks.outliers, 10 % below the median with 3 GPUs or more).
+    It needs no published figure, so H100, L4, L40S and T4 are judged too. One failed check
+    per figure that has outliers."""
+    figures: dict[str, dict[str, float]] = {}
+    for gpu, doc in docs.items():
+        for name, value in (doc.get("metrics") or {}).items():
+            judged = name.startswith(OUTLIER_FIGURES) and not name.endswith("_ci")
+            if judged and isinstance(value, (int, float)) and not isinstance(value, bool):
+                figures.setdefault(name, {})[gpu] = float(value)
+    checks = []
+    for name, per_gpu in sorted(figures.items()):
+        slow = outliers(per_gpu, OUTLIER_BELOW_MEDIAN)
+        if slow:
+            median = statistics.median(per_gpu.values())
+            named = ", ".join(f"GPU {g} ({s:.0%} below)" for g, s in sorted(slow.items()))
+            reason = (
+                f"{name}: {named} more than {OUTLIER_BELOW_MEDIAN:.0%} below the host median "
+                f"{median:g}"
+            )
+            checks.append(
+                {"name": f"{name}.outliers", "kind": "speed", "status": "fail", "reason": reason}
+            )
+    return checks
 
 
 def _rank(status: str) -> int:

@@ -1,4 +1,4 @@
-"""GPU health from `nvidia-smi -q -x`: count, ECC, row remapping; clocks and PCIe under load."""
+"""GPU health from `nvidia-smi -q -x`: count, ECC, remaps, limits; clocks and PCIe under load."""
 
 from __future__ import annotations
 
@@ -84,8 +84,8 @@ def smi_loaded(host: Any, gpu: HostInfo, env_python: str) -> Any:
 
 
 @pytest.fixture(scope="module")
-def findings(smi_idle: Any, spec: Any, run_state: Any) -> list[health.Finding]:
-    found = health.evaluate_idle(smi_idle, spec.gpu_count)
+def findings(smi_idle: Any, spec: Any, gpu: HostInfo, run_state: Any) -> list[health.Finding]:
+    found = health.evaluate_idle(smi_idle, spec.gpu_count, len(gpu.nvswitches_on_bus))
     run_state.gpu_health = {
         "gpus": health.gpu_summary(smi_idle),
         "findings": [f.to_dict() for f in found],
@@ -122,6 +122,14 @@ def test_no_uncorrectable_ecc(findings: list, record: Any) -> None:
     _assert_no_failures(findings, "ecc", record)
 
 
+def test_no_lifetime_uncorrectable_ecc_or_pending_page(findings: list, record: Any) -> None:
+    _assert_no_failures(findings, "ecc_lifetime", record)
+
+
+def test_power_limits_and_clocks_at_defaults(findings: list, record: Any) -> None:
+    _assert_no_failures(findings, "power_clocks", record)
+
+
 def test_no_row_remap_pending_or_failed(findings: list, record: Any) -> None:
     _assert_no_failures(findings, "row_remap", record)
 
@@ -132,3 +140,7 @@ def test_clocks_not_throttled_under_load(load_findings: list, record: Any) -> No
 
 def test_pcie_link_at_max_under_load(load_findings: list, record: Any) -> None:
     _assert_no_failures(load_findings, "pcie_link", record)
+
+
+def test_pcie_link_meets_datasheet_under_load(load_findings: list, record: Any) -> None:
+    _assert_no_failures(load_findings, "pcie_datasheet", record)

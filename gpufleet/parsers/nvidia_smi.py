@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from gpufleet.compat import zip_strict
+from gpufleet.parsers import nvidia_smi_counters as counters
 
 
 class NvidiaSmiParseError(ValueError):
@@ -148,6 +149,19 @@ class NvidiaSmiGpu:
     pcie_width_max: int | None = None
     temperature_c: float | None = None
     power_draw_w: float | None = None
+    # The device's own maximum link (R470+; the max_link_* above is capped by the slot).
+    pcie_gen_device_max: int | None = None
+    pcie_width_device_max: int | None = None
+    ecc_uncorrected_aggregate: int | None = None
+    ecc_corrected_volatile: int | None = None
+    ecc_corrected_aggregate: int | None = None
+    retired_pages: int | None = None
+    retired_pages_pending: bool | None = None
+    power_limit_w: float | None = None
+    default_power_limit_w: float | None = None
+    applications_clock_mhz: int | None = None
+    default_applications_clock_mhz: int | None = None
+    max_sm_clock_mhz: int | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
@@ -258,6 +272,8 @@ def _power_draw_w(gpu: ET.Element) -> float | None:
 def _parse_gpu(gpu: ET.Element) -> NvidiaSmiGpu:
     link = "pci/pci_gpu_link_info"
     remapped = gpu.find("remapped_rows")
+    pages, pending = counters.retired_pages(gpu)
+    enforced, default = counters.power_limits(gpu)
     return NvidiaSmiGpu(
         name=_text(gpu, "product_name"),
         uuid=_text(gpu, "uuid"),
@@ -276,6 +292,16 @@ def _parse_gpu(gpu: ET.Element) -> NvidiaSmiGpu:
         pcie_width_max=_integer(_text(gpu, f"{link}/link_widths/max_link_width")),
         temperature_c=_number(_text(gpu, "temperature/gpu_temp")),
         power_draw_w=_power_draw_w(gpu),
+        pcie_gen_device_max=_integer(_text(gpu, f"{link}/pcie_gen/max_device_link_gen")),
+        pcie_width_device_max=_integer(_text(gpu, f"{link}/link_widths/max_device_link_width")),
+        ecc_uncorrected_aggregate=counters.ecc_count(gpu, "aggregate", "uncorrectable"),
+        ecc_corrected_volatile=counters.ecc_count(gpu, "volatile", "correctable"),
+        ecc_corrected_aggregate=counters.ecc_count(gpu, "aggregate", "correctable"),
+        retired_pages=pages,
+        retired_pages_pending=pending,
+        power_limit_w=enforced,
+        default_power_limit_w=default,
+        **counters.clocks(gpu),
     )
 
 

@@ -158,3 +158,33 @@ def test_the_suite_merges_the_documents_of_every_gpu_run_at_once() -> None:
     merged = combine_gpus(docs)
     assert merged["config"]["gpu_under_test"] == ["0", "1", "2"]
     assert set(merged["per_gpu"]) == {"0", "1", "2"}
+
+
+def _resnet(status: str, amp: float) -> dict:
+    """A per-GPU resnet50 document as the workload writes one (figure names as the floors)."""
+    return {
+        "workload": "resnet50",
+        "config": {},
+        "metrics": {"resnet50.images_per_s.amp": amp, "resnet50.images_per_s.amp_ci": [0, 1]},
+        "checks": [{"name": "throughput_amp", "kind": "speed", "status": status, "reason": "r"}],
+        "verdict": {"status": status, "reason": "r"},
+    }
+
+
+def test_n11_one_slow_gpu_fails_by_the_outlier_rule_without_a_floor() -> None:
+    # H100 has no ResNet-50 floor: every GPU's throughput check is not_applicable. GPU 5 at
+    # 80 % of its siblings (the review's "one slow GPU of 8", 15-25 % slower) passed before.
+    docs = {str(g): _resnet("not_applicable", 3000.0) for g in range(8)}
+    docs["5"] = _resnet("not_applicable", 2400.0)
+    merged = combine_gpus(docs)
+    assert merged["verdict"]["status"] == "fail"
+    assert "GPU 5 (20% below)" in merged["verdict"]["reason"]
+    (check,) = [c for c in merged["checks"] if c["name"].endswith(".outliers")]
+    assert check["name"] == "resnet50.images_per_s.amp.outliers" and check["kind"] == "speed"
+
+
+def test_n11_gpus_within_10_percent_and_two_gpu_hosts_are_not_outliers() -> None:
+    docs = {str(g): _resnet("pass", 2000.0 - 20 * g) for g in range(8)}  # 7 % spread
+    assert combine_gpus(docs)["verdict"]["status"] == "pass"
+    pair = combine_gpus({"0": _resnet("pass", 2000.0), "1": _resnet("pass", 1000.0)})
+    assert pair["verdict"]["status"] == "pass"  # no median of 2 (floor_checks.outliers)

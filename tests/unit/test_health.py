@@ -36,10 +36,10 @@ def test_healthy_a100_has_no_findings():
 
 
 def test_v100_uncorrectable_volatile_ecc_fails():
-    smi = parsed("v100-sxm3-410.xml")  # volatile double_bit total = 1
+    smi = parsed("v100-sxm3-410.xml")  # volatile double_bit total = 1 (aggregate 7627)
     findings = health.evaluate_idle(smi, expected_gpu_count=1)
-    assert checks_of(findings) == ["ecc"]
-    (ecc,) = findings
+    assert checks_of(findings) == ["ecc", "ecc_lifetime"]
+    (ecc,) = health.failures(findings, "ecc")
     assert ecc.gpu == "0" and ecc.figures == {"ecc_uncorrected_volatile": 1}
     assert "Tesla V100-SXM3-32GB" in ecc.message and "00000000:34:00.0" in ecc.message
     assert "1 uncorrectable volatile ECC error" in ecc.message
@@ -47,8 +47,8 @@ def test_v100_uncorrectable_volatile_ecc_fails():
 
 def test_t4_pcie_width_below_max_under_load_fails():
     smi = parsed("tesla-t4-515.xml")  # gen 3 of 3, x8 of x16
-    findings = health.evaluate_under_load(smi)
-    assert checks_of(findings) == ["pcie_link"]
+    findings = health.failures(health.evaluate_under_load(smi), "pcie_link")
+    assert checks_of(health.evaluate_under_load(smi)) == ["pcie_datasheet", "pcie_link"]
     assert "x8 of x16" in findings[0].message and "gen" not in findings[0].message.split(":")[1]
     assert findings[0].figures["pcie_width_max"] == 16
 
@@ -143,4 +143,4 @@ def test_unknown_values_are_not_failures():
 def test_accepts_dict_shaped_reports():
     smi = parsed("v100-sxm3-410.xml")
     as_dict = {"gpus": [dataclasses.asdict(g) for g in smi.gpus]}
-    assert checks_of(health.evaluate_idle(as_dict)) == ["ecc"]
+    assert checks_of(health.evaluate_idle(as_dict)) == ["ecc", "ecc_lifetime"]

@@ -90,3 +90,28 @@ def test_a_calibration_for_another_kind_of_host_is_an_error_that_says_so() -> No
 def test_a_bad_calibration_argument_is_refused_with_the_fix(text: str) -> None:
     with pytest.raises(WorkloadError, match="--calibration"):
         read_calibration(text)
+
+
+V100 = "Tesla V100-SXM2-16GB"
+
+
+@pytest.mark.parametrize("measured", ["cross_socket", "pcie_host_bridge", "pcie_switch"])
+def test_n14_a_dgx1v_with_every_nvlink_down_faces_the_cube_mesh_floor(measured: str) -> None:
+    # Old behaviour: the measured class set the floors, cross_socket 3 GB/s, which the
+    # review's 5-10 GB/s of a DGX-1V over PCIe passes.
+    run = _run(8, model=V100, topology=measured)
+    assert host_kind(run) == (V100, 8, "nvlink_partial")
+    load_floors(run, None)
+    floor = run.floor("allreduce.busbw_gbps")
+    assert floor is not None and floor.value == pytest.approx(60.0)
+    assert floor.value > 10.0  # the fallback's 5-10 GB/s fails it
+    assert run.config["topology_expected"]["measured"] == measured
+
+
+def test_n14_healthy_boards_and_pcie_cards_keep_their_measured_class() -> None:
+    assert host_kind(_run(8, model=V100, topology="nvlink_partial"))[2] == "nvlink_partial"
+    assert host_kind(_run(8, topology="nvlink"))[2] == "nvlink"  # HGX A100: NV# everywhere
+    assert host_kind(_run(8, topology="pcie_host_bridge"))[2] == "nvlink"  # A100 SXM4, links down
+    assert host_kind(_run(2, model="Tesla T4", topology="pcie_host_bridge"))[2] == (
+        "pcie_host_bridge"
+    )

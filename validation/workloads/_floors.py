@@ -20,6 +20,7 @@ from __future__ import annotations
 from typing import Any
 
 from gpufleet.matrix import calibration as cal
+from gpufleet.matrix.datasheets import below_expected
 from gpufleet.matrix.floors import Floor, FloorError, floors_for
 from validation.json_argument import json_object
 from validation.workloads._run import NO_GPU, Run, WorkloadError
@@ -50,6 +51,17 @@ def host_kind(run: Run) -> tuple[str, int, str] | str:
     name = str(topology.get("class") or topology.get("name"))
     if name in ("unknown", "no_gpu"):
         return f"interconnect not known ({topology.get('reason')})"
+    # Review 2 N14: a board whose NVLinks are down reads as PCIe (a DGX-1V as cross_socket,
+    # floor 3 GB/s); the board's own class sets the floors, so the fallback fails them.
+    expected = below_expected(run.gpu_model, count, name)
+    if expected is not None:
+        run.config["topology_expected"] = {
+            "class": expected,
+            "measured": name,
+            "reason": f"{count} x {run.gpu_model} is an NVLink board ({expected}); "
+            f"nvidia-smi topo -m shows {name}: NVLinks down",
+        }
+        return run.gpu_model, count, expected
     return run.gpu_model, count, name
 
 
