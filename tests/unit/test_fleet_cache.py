@@ -20,11 +20,11 @@ from gpufleet.sandbox import upstream
 from gpufleet.sandbox.serve import request_log, start_server, stop_server
 from gpufleet.spec import NodeSpec, SpecError
 from gpufleet.templates import render
+from tests import pyinfra_cli
 from tests.ports import refusing_port, serve_www
 from tests.unit.fake_fleet import FakeGpuHost, root
 
 ROOT = root()
-PYINFRA = str(Path(sys.executable).with_name("pyinfra"))
 UPSTREAM = "http://10.231.7.1:8631/nvidia"
 
 
@@ -232,16 +232,7 @@ def _plan(
     lines += ["]", "gpufleet_cache = ['@fake/cache']" if cache else ""]
     inventory = tmp_path / "inventory.py"
     inventory.write_text("\n".join(lines) + "\n")
-    result = subprocess.run(
-        [PYINFRA, str(inventory), str(ROOT / "deploy" / "gpu_node.py"), "--dry", "--json", "-vv"],
-        cwd=ROOT,
-        env={"PYTHONPATH": str(ROOT), "PYINFRA_PROGRESS": "off", "PATH": "/usr/bin:/bin"},
-        capture_output=True,
-        text=True,
-        timeout=120,
-        stdin=subprocess.DEVNULL,
-    )
-    return result, json.loads(result.stdout)["plan"]
+    return pyinfra_cli.plan(inventory, pyinfra_cli.GPU_NODE, "-vv", base=pyinfra_cli.BARE)
 
 
 CACHE_HOST = FakeGpuHost(gpus=(), inventory={"gpu_less": True, "ssh_hostname": "10.0.0.5"})
@@ -306,10 +297,9 @@ def test_sandbox_inventory_with_a_cache_gives_the_stand_ins_to_the_cache_alone(t
         "PYTHONPATH": str(ROOT),
         "GPUFLEET_SANDBOX_STATE": str(tmp_path),
     }
-    result = subprocess.run(
-        [PYINFRA, "inventories/sandbox.py", "debug-inventory", "--json"],
-        cwd=ROOT, env={**env, CACHE_ENV: "gfsb-h1"}, capture_output=True, text=True, timeout=60,
-    )  # fmt: skip
+    result = pyinfra_cli.run(
+        "inventories/sandbox.py", "debug-inventory", "--json", base={**env, CACHE_ENV: "gfsb-h1"}
+    )
     assert result.returncode == 0, result.stderr
     hosts = {entry["name"]: entry for entry in json.loads(result.stdout)}
     cache, client = hosts["gfsb-h1"], hosts["gfsb-h2"]
@@ -319,10 +309,9 @@ def test_sandbox_inventory_with_a_cache_gives_the_stand_ins_to_the_cache_alone(t
     assert client["data"].get("nvidia_repo_url") == NodeSpec().nvidia_repo_url
     assert client["data"].get("pip_index_url") is None
     assert client["data"]["cache_os_archive"] is False
-    bad = subprocess.run(
-        [PYINFRA, "inventories/sandbox.py", "debug-inventory", "--json"],
-        cwd=ROOT, env={**env, CACHE_ENV: "gfsb-h9"}, capture_output=True, text=True, timeout=60,
-    )  # fmt: skip
+    bad = pyinfra_cli.run(
+        "inventories/sandbox.py", "debug-inventory", "--json", base={**env, CACHE_ENV: "gfsb-h9"}
+    )
     assert bad.returncode != 0 and "GPUFLEET_SANDBOX_CACHE names gfsb-h9" in bad.stdout + bad.stderr
 
 
@@ -341,14 +330,8 @@ def test_cache_host_refuses_an_upstream_it_cannot_use(tmp_path, upstream, messag
     lines = ["fleet = [", f"    ('@fake/cache', {cache.data('@fake/cache')!r}),", "]"]
     lines.append("gpufleet_cache = ['@fake/cache']")
     (tmp_path / "inventory.py").write_text("\n".join(lines) + "\n")
-    result = subprocess.run(
-        [PYINFRA, str(tmp_path / "inventory.py"), str(ROOT / "deploy" / "gpu_node.py"), "--dry"],
-        cwd=ROOT,
-        env={"PYTHONPATH": str(ROOT), "PYINFRA_PROGRESS": "off", "PATH": "/usr/bin:/bin"},
-        capture_output=True,
-        text=True,
-        timeout=120,
-        stdin=subprocess.DEVNULL,
+    result = pyinfra_cli.run(
+        tmp_path / "inventory.py", pyinfra_cli.GPU_NODE, "--dry", base=pyinfra_cli.BARE
     )
     assert result.returncode != 0
     assert message in result.stdout + result.stderr
