@@ -213,7 +213,8 @@ def _format_errors(key: str, value: Any) -> list[str]:
     if key == "miniforge_version" and not _MINIFORGE_VERSION.fullmatch(value):
         return [
             f"miniforge_version = {value!r} is not a release like '25.3.0-3'. Fix: a release "
-            "name from github.com/conda-forge/miniforge/releases, or leave it unset (the pinned one)."
+            "name from github.com/conda-forge/miniforge/releases, or leave it unset (the pinned "
+            "one)."
         ]
     if key == "periodic_schedule" and not _CALENDAR.fullmatch(value.strip() or "!"):
         return [
