@@ -19,6 +19,9 @@ from gpufleet.text import plain
 
 REBOOT_POLICIES = ("auto", "never", "always")
 
+# The reboot wait's pauses, by name: a test replaces this, not time.sleep for the process.
+_sleep = time.sleep
+
 
 def blacklist_text(module: str) -> str:
     """The modprobe.d content that keeps ``module`` from loading, at boot and on demand."""
@@ -151,7 +154,7 @@ def _wait_for_reboot(
     state: State, host: Host, boot_before: list[str], delay: int, reboot_timeout: int
 ) -> bool:
     """Reconnect until the host runs a new boot (its boot ID changed), else explain and fail."""
-    time.sleep(delay)
+    _sleep(delay)
     clear_askpass_cache(host)
     host.disconnect()
     deadline = time.monotonic() + reboot_timeout
@@ -164,4 +167,4 @@ def _wait_for_reboot(
             logger.error(f"{host.print_prefix}{did_not_come_back(host.name, reboot_timeout)}")
             return False
         host.disconnect()
-        time.sleep(1)
+        _sleep(1)

@@ -211,7 +211,11 @@ def _format_errors(key: str, value: Any) -> list[str]:
             ":port, comma-separated, optionally after ^ or =, e.g. 'mlx5' or '=mlx5_0:1,mlx5_1:1'."
         ]
     if key == "miniforge_version" and not _MINIFORGE_VERSION.fullmatch(value):
-        return [f"miniforge_version = {value!r} is not a release like '25.3.0-3'."]
+        return [
+            f"miniforge_version = {value!r} is not a release like '25.3.0-3'. Fix: a release "
+            "name from github.com/conda-forge/miniforge/releases, or leave it unset (the pinned "
+            "one)."
+        ]
     if key == "periodic_schedule" and not _CALENDAR.fullmatch(value.strip() or "!"):
         return [
             f"periodic_schedule = {value!r} is not a systemd calendar expression. Fix: e.g. "

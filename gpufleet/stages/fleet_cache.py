@@ -250,6 +250,8 @@ for url in sys.argv[1:]:
         except OSError as exc:
             if time.monotonic() > deadline:
                 sys.exit(f"gpufleet: the fleet cache could not fetch {url} upstream: {exc}")
+            print(f"gpufleet: {url} not fetched yet ({exc}); trying again", file=sys.stderr,
+                  flush=True)
             time.sleep(0.5)
 """
 

@@ -34,7 +34,9 @@ _SECTION = "##gpufleet-probe:"
 # Each section prints under a marker; every command tolerates its tool being absent so that a
 # bare host (no lspci, no mokutil, no nvidia-smi) answers in one go. Files are read with the
 # shell's own `read` and tests, not a `cat` each: a GPU server has hundreds of PCI functions,
-# and every deploy (a no-op's too) runs this.
+# and every deploy (a no-op's too) runs this. Free disk is one `df` over every path's nearest
+# existing parent (a `df` per path only when that one fails, so that a bad path costs no other
+# path its line); the parser gives the paths on one filesystem that filesystem's first reading.
 _SCRIPT = """\
 echo '{s}os'; cat /etc/os-release 2>/dev/null
 env=$1; shift
@@ -66,10 +68,25 @@ if [ -d /sys/module/nvidia ] && command -v nvidia-smi >/dev/null 2>&1; then
   nvidia-smi --query-compute-apps=pid,process_name --format=csv,noheader 2>/dev/null
 fi
 echo '{s}disk'
+n=$#
 for p in "$@"; do
   q=$p; while [ ! -e "$q" ]; do q=$(dirname "$q"); done
-  printf '%s\t' "$p"; df -Pk "$q" 2>/dev/null | {{ read -r _; read -r l && echo "$l"; }}
+  set -- "$@" "$q"
 done
+if [ "$n" -gt 0 ]; then
+  if ! d=$(shift "$n"; df -Pk "$@" 2>/dev/null); then
+    d=$(shift "$n"; echo; for q in "$@"; do
+      l=$(df -Pk "$q" 2>/dev/null | sed -n 2p); echo "${{l:--}}"
+    done)
+  fi
+  printf '%s\n' "$d" | {{
+    read -r _; i=0
+    for p in "$@"; do
+      [ "$i" -lt "$n" ] || break
+      i=$((i + 1)); read -r l || l=-; printf '%s\t%s\n' "$p" "$l"
+    done
+  }}
+fi
 echo '{s}dpkg'
 n=0
 for f in /var/lib/dpkg/updates/* /var/lib/dpkg/updates/.[!.]* /var/lib/dpkg/updates/..?*; do
@@ -305,8 +322,14 @@ def _parse_packages(lines: list[str]) -> dict[str, str]:
 
 
 def _parse_disk(lines: list[str]) -> dict[str, tuple[int, str]]:
-    """``PATH<TAB>df line`` per path; a bare df line (older probes) is that of ``/``."""
+    """``PATH<TAB>df line`` per path; a bare df line (older probes) is that of ``/``.
+
+    df reads each argument's filesystem on its own (a statfs each), so two paths on one
+    filesystem can be read a few KiB apart while something writes there. A filesystem has one
+    amount free: every path on it gets the first reading of that filesystem and mount point.
+    """
     free = {}
+    readings: dict[tuple[str, str], int] = {}
     for line in lines:
         path, tab, df_line = line.partition("\t")
         if not tab:
@@ -314,5 +337,6 @@ def _parse_disk(lines: list[str]) -> dict[str, tuple[int, str]]:
         # POSIX df -Pk: Filesystem 1024-blocks Used Available Capacity Mounted-on
         bits = df_line.split()
         if len(bits) >= 6 and bits[3].isdigit():
-            free[path] = (int(bits[3]), bits[5])
+            available = readings.setdefault((bits[0], bits[5]), int(bits[3]))
+            free[path] = (available, bits[5])
     return free

@@ -3,12 +3,10 @@
 
 from __future__ import annotations
 
-import json
-import os
 import subprocess
-import sys
 from pathlib import Path
 
+from tests import pyinfra_cli
 from tests.unit.fake_fleet import (
     H100,
     NO_MARKER,
@@ -20,7 +18,6 @@ from tests.unit.fake_fleet import (
 )
 
 ROOT = root()
-PYINFRA = str(Path(sys.executable).with_name("pyinfra"))
 
 SCENARIOS = {
     "u2004-a100": FakeGpuHost(os_version="20.04", kernel="5.4.0-200-generic"),
@@ -163,23 +160,13 @@ REFUSED = {
 
 
 def run_pyinfra(inventory: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "PYTHONPATH": str(ROOT), "PYINFRA_PROGRESS": "off"}
-    return subprocess.run(
-        [PYINFRA, str(inventory), str(ROOT / "deploy" / "gpu_node.py"), *args],
-        cwd=ROOT,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        stdin=subprocess.DEVNULL,
-    )
+    return pyinfra_cli.run(inventory, pyinfra_cli.GPU_NODE, *args)
 
 
 def plan_fleet(folder: Path) -> tuple[subprocess.CompletedProcess[str], dict[str, list[str]]]:
     """Plan every scenario in one pyinfra run; the run and each host's changing operations."""
     inventory = write_inventory(folder / "inventory.py", SCENARIOS)
-    result = run_pyinfra(inventory, "--dry", "--json")
-    plan = json.loads(result.stdout)["plan"]
+    result, plan = pyinfra_cli.plan(inventory)
     changes: dict[str, list[str]] = {name: [] for name in SCENARIOS}
     for op in plan:
         for host in op["hosts_with_change"] + op["hosts_with_conditional_change"]:

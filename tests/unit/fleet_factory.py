@@ -190,3 +190,30 @@ def recorded(name: str) -> dict[str, Any]:
     """A recorded real document from tests/fixtures/results/."""
     data: dict[str, Any] = json.loads((FIXTURES / name).read_text())
     return data
+
+
+def checks_document(
+    checks: list[dict[str, Any]],
+    *,
+    host: str = "h",
+    run_id: str = "r",
+    started_at: str = "2026-12-01T00:00:00+00:00",
+    tier: str = "quick",
+    target: str = "ssh://x",
+    workloads: list[dict[str, Any]] | None = None,
+    run_error: str | None = None,
+) -> dict[str, Any]:
+    """A results document of exactly ``checks`` (and ``workloads``, none by default): no spec,
+    no GPU health, summary and status derived as `new_document` derives them."""
+    return new_document(
+        host=host,
+        run_id=run_id,
+        started_at=started_at,
+        tier=tier,
+        target=target,
+        spec={},
+        checks=checks,
+        workloads=workloads or [],
+        gpu_health=None,
+        run_error=run_error,
+    )

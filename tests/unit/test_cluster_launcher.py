@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from gpufleet.cluster import launcher
+from tests.waiting import wait_until
 
 
 def test_the_run_directory_name_is_plain() -> None:
@@ -50,6 +51,18 @@ def group_members(leader: int) -> list[int]:
     return members
 
 
+def commands_of(leader: int) -> set[str]:
+    """The command lines (argv joined by spaces) of the group's live members."""
+    lines = set()
+    for pid in group_members(leader):
+        try:
+            argv = Path(f"/proc/{pid}/cmdline").read_bytes().rstrip(b"\0").split(b"\0")
+        except OSError:
+            continue
+        lines.add(b" ".join(argv).decode(errors="replace"))
+    return lines
+
+
 def test_a_background_command_is_recorded_and_ended_with_its_children(tmp_path: Path) -> None:
     directory = str(tmp_path / "run")
     script = launcher.background_script(
@@ -60,15 +73,15 @@ def test_a_background_command_is_recorded_and_ended_with_its_children(tmp_path: 
     # Reaped at once, as sshd reaps its session's shell: a zombie would count as alive.
     threading.Thread(target=proc.wait, daemon=True).start()
     pidfile = Path(directory) / "tf-worker.pid"
-    for _ in range(50):
-        if pidfile.exists() and pidfile.read_text().strip():
-            break
-        time.sleep(0.1)
+    wait_until(lambda: pidfile.exists() and pidfile.read_text().strip(), "the PID file")
     leader = int(pidfile.read_text())
     assert oct(Path(directory).stat().st_mode)[-3:] == "700"
-    time.sleep(0.3)
-    group = group_members(leader)
-    assert len(group) >= 3  # the shell, sh -c, two sleeps
+    # The shell, sh -c and its two sleeps, once sh has forked both.
+    group = wait_until(
+        lambda: commands_of(leader) >= {"sleep 300", "sleep 301"} and group_members(leader),
+        "both sleeps in the command's process group",
+    )
+    assert len(group) >= 3
     subprocess.run(["sh", "-c", launcher.kill_script(f"'{pidfile}'")], check=True, timeout=30)
     proc.wait(timeout=10)
     assert proc.returncode == 128 + 15 or proc.returncode < 0
@@ -111,12 +124,10 @@ def test_a_command_that_ignores_sigterm_is_killed(tmp_path: Path) -> None:
     proc = subprocess.Popen(["setsid", "sh", "-c", script])
     threading.Thread(target=proc.wait, daemon=True).start()
     pidfile = Path(directory) / "stubborn.pid"
-    for _ in range(50):
-        if pidfile.exists() and pidfile.read_text().strip():
-            break
-        time.sleep(0.1)
+    wait_until(lambda: pidfile.exists() and pidfile.read_text().strip(), "the PID file")
     leader = int(pidfile.read_text())
-    time.sleep(0.3)
+    # Its first sleep runs once the shell has set its TERM trap.
+    wait_until(lambda: "sleep 300" in commands_of(leader), "the command's first sleep")
     started = time.monotonic()
     subprocess.run(["sh", "-c", launcher.kill_script(f"'{pidfile}'")], check=True, timeout=30)
     assert time.monotonic() - started >= launcher.TERM_GRACE_S - 0.5  # it asked first

@@ -8,7 +8,6 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
-import time
 from collections.abc import Callable
 from pathlib import Path
 
@@ -16,6 +15,7 @@ import pytest
 from pyinfra.facts.deb import DebPackages
 
 from gpufleet.stamp.witnesses import deb_packages
+from tests.waiting import pass_a_ctime_tick
 
 pytestmark = pytest.mark.skipif(
     os.geteuid() != 0 or shutil.which("unshare") is None or shutil.which("dpkg") is None,
@@ -89,7 +89,7 @@ CHANGES: dict[str, tuple[Callable[[Path], object], bool]] = {
 @pytest.mark.parametrize("change", sorted(CHANGES))
 def test_the_witness_reads_differently_whenever_the_list_could(tmp_path: Path, change: str) -> None:
     admin = database(tmp_path, {"demo": "1.0-1"})
-    time.sleep(0.02)  # past the kernel's coarse clock tick (a change time's resolution)
+    pass_a_ctime_tick(tmp_path)  # past the change-time clock's tick
     value, witness = read(admin)
     assert value == {"demo": {"1.0-1"}}
     assert read(admin) == (value, witness)  # reading (dpkg -l included) changes nothing

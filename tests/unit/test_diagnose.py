@@ -4,7 +4,9 @@ tests/fixtures/diagnose/SOURCES.md)."""
 from __future__ import annotations
 
 import io
+import itertools
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -226,23 +228,40 @@ def _hostile_line(size: int) -> str:
     return (unit * (size // len(unit) + 1))[:size]
 
 
-def _seconds(text: str) -> float:
-    import time
+def test_finding_19_each_fragment_is_searched_once_a_line_from_where_the_last_ended(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The work on a 1 MiB hostile line: one search per fragment at most, each starting at or
+    after the end of the previous one's match, so the line is never rescanned."""
+    from gpufleet.parsers import diagnosis
 
-    best = float("inf")
-    for _ in range(3):
-        started = time.perf_counter()
-        diagnose(text)
-        best = min(best, time.perf_counter() - started)
-    return best
+    calls: list[tuple[str, int, int]] = []  # (pattern, start, end of match or -1)
 
+    class Counted:
+        def __init__(self, compiled: re.Pattern[str]) -> None:
+            self.compiled, self.pattern = compiled, compiled.pattern
 
-def test_finding_19_a_1_mib_line_is_read_in_linear_time():
-    small, big = _hostile_line(128 * 1024), _hostile_line(1024 * 1024)
-    ratio = _seconds(big) / _seconds(small)
-    print(f"\ndiagnose, hostile line: 1 MiB / 128 KiB time ratio {ratio:.1f} (linear: 8)")
-    # 8x the input: about 8x the work when linear, 64x when quadratic as before the fix.
-    assert ratio < 24
+        def search(self, line: str, position: int = 0) -> re.Match[str] | None:
+            found = self.compiled.search(line, position)
+            calls.append((self.pattern, position, found.end() if found else -1))
+            return found
+
+    counted = {
+        code: tuple(tuple(Counted(f) for f in fragments) for fragments in patterns)
+        for code, patterns in diagnosis._SIGNATURES.items()
+    }
+    monkeypatch.setattr(diagnosis, "_SIGNATURES", counted)
+    fragments = sum(len(f) for patterns in counted.values() for f in patterns)
+    line = _hostile_line(1024 * 1024)
+    diagnose(line)
+    assert 0 < len(calls) <= fragments
+    assert len({pattern for pattern, _, _ in calls}) == len(calls)  # none searched twice
+    ends = {pattern: end for pattern, _, end in calls}
+    for patterns in counted.values():
+        for chain in patterns:
+            for before, after in itertools.pairwise(chain):
+                starts = [start for pattern, start, _ in calls if pattern == after.pattern]
+                assert all(start == ends[before.pattern] for start in starts)
 
 
 def test_finding_19_long_lines_still_give_the_right_findings():

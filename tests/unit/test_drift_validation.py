@@ -10,24 +10,19 @@ from gpufleet.drift import check as drift_check
 from gpufleet.drift.plan import DriftReport, HostDrift, merge_validation
 from gpufleet.drift.validation import read_documents, run_id_of, validate_command
 from gpufleet.report.fleet import read_drift
-from gpufleet.report.schema import new_document
 from gpufleet.validate.baseline import safe_name
+from tests.unit import fleet_factory as ff
 from tests.unit.drift_recordings import RECORDED, report_of
 
 # --- validation merge --------------------------------------------------------------------
 
 
 def results(host: str, checks: list[dict[str, Any]], run_error: str | None = None) -> dict:
-    return new_document(
+    return ff.checks_document(
+        checks,
         host=host,
         run_id="20261130T090000Z-abc123",
         started_at="2026-11-30T09:00:00+00:00",
-        tier="quick",
-        target="ssh://x",
-        spec={},
-        checks=checks,
-        workloads=[],
-        gpu_health=None,
         run_error=run_error,
     )
 

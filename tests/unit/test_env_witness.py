@@ -7,13 +7,13 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-import time
 from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
 from gpufleet.operations.env_check import EnvProblems, name_pattern
+from tests.waiting import pass_a_ctime_tick
 
 REQUIREMENT = "demo-pkg==1.0"
 FILES = {
@@ -47,10 +47,10 @@ def make_env(tmp_path: Path, folder: str = "demo_pkg-1.0.dist-info") -> tuple[Pa
     (site / "other").mkdir()
     (site / "other/__init__.py").write_text("z = 3\n")
     (other / "RECORD").write_text("other/__init__.py,sha256=x,6\nother-2.0.dist-info/RECORD,,\n")
-    # A change time is the kernel's coarse clock (a tick, up to 10 ms): wait one out, so each
-    # change below lands on a later tick than the files it changes (as on a host, where the
-    # stamp comes long after the install).
-    time.sleep(0.02)
+    # A change time is the kernel's coarse clock: wait for it to move on, so each change below
+    # lands on a later tick than the files it changes (as on a host, where the stamp comes long
+    # after the install).
+    pass_a_ctime_tick(tmp_path)
     return env / "bin" / "python", site
 
 
@@ -174,7 +174,7 @@ def test_a_record_with_a_quoted_path_falls_back_to_walking_the_environment(
     record = site / "demo_pkg-1.0.dist-info/RECORD"
     (site / "demo/a,b.py").write_text("q = 1\n")
     record.write_text(record.read_text() + '"demo/a,b.py",sha256=x,6\n')
-    time.sleep(0.02)
+    pass_a_ctime_tick(tmp_path)
     before = witness(python)
     os.truncate(site / "demo/a,b.py", 1)
     assert check(python) == ["broken demo-pkg 1 demo/a,b.py"]

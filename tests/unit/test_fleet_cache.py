@@ -20,11 +20,11 @@ from gpufleet.sandbox import upstream
 from gpufleet.sandbox.serve import request_log, start_server, stop_server
 from gpufleet.spec import NodeSpec, SpecError
 from gpufleet.templates import render
+from tests import pyinfra_cli
+from tests.ports import refusing_port, serve_www
 from tests.unit.fake_fleet import FakeGpuHost, root
-from tests.unit.test_wheelhouse import free_port
 
 ROOT = root()
-PYINFRA = str(Path(sys.executable).with_name("pyinfra"))
 UPSTREAM = "http://10.231.7.1:8631/nvidia"
 
 
@@ -106,9 +106,8 @@ def test_upstream_counts_requests_and_bytes_per_path(tmp_path: Path) -> None:
     www = tmp_path / "www"
     (www / "repo").mkdir(parents=True)
     (www / "repo" / "a.deb").write_bytes(b"x" * 5000)
-    port = free_port()
     log = tmp_path / "http.log"
-    pid = start_server(www, "127.0.0.1", port, log)
+    pid, port = serve_www(www, log)
     try:
         for _ in range(2):
             with urllib.request.urlopen(f"http://127.0.0.1:{port}/repo/a.deb") as answer:
@@ -233,16 +232,7 @@ def _plan(
     lines += ["]", "gpufleet_cache = ['@fake/cache']" if cache else ""]
     inventory = tmp_path / "inventory.py"
     inventory.write_text("\n".join(lines) + "\n")
-    result = subprocess.run(
-        [PYINFRA, str(inventory), str(ROOT / "deploy" / "gpu_node.py"), "--dry", "--json", "-vv"],
-        cwd=ROOT,
-        env={"PYTHONPATH": str(ROOT), "PYINFRA_PROGRESS": "off", "PATH": "/usr/bin:/bin"},
-        capture_output=True,
-        text=True,
-        timeout=120,
-        stdin=subprocess.DEVNULL,
-    )
-    return result, json.loads(result.stdout)["plan"]
+    return pyinfra_cli.plan(inventory, pyinfra_cli.GPU_NODE, "-vv", base=pyinfra_cli.BARE)
 
 
 CACHE_HOST = FakeGpuHost(gpus=(), inventory={"gpu_less": True, "ssh_hostname": "10.0.0.5"})
@@ -307,10 +297,9 @@ def test_sandbox_inventory_with_a_cache_gives_the_stand_ins_to_the_cache_alone(t
         "PYTHONPATH": str(ROOT),
         "GPUFLEET_SANDBOX_STATE": str(tmp_path),
     }
-    result = subprocess.run(
-        [PYINFRA, "inventories/sandbox.py", "debug-inventory", "--json"],
-        cwd=ROOT, env={**env, CACHE_ENV: "gfsb-h1"}, capture_output=True, text=True, timeout=60,
-    )  # fmt: skip
+    result = pyinfra_cli.run(
+        "inventories/sandbox.py", "debug-inventory", "--json", base={**env, CACHE_ENV: "gfsb-h1"}
+    )
     assert result.returncode == 0, result.stderr
     hosts = {entry["name"]: entry for entry in json.loads(result.stdout)}
     cache, client = hosts["gfsb-h1"], hosts["gfsb-h2"]
@@ -320,10 +309,9 @@ def test_sandbox_inventory_with_a_cache_gives_the_stand_ins_to_the_cache_alone(t
     assert client["data"].get("nvidia_repo_url") == NodeSpec().nvidia_repo_url
     assert client["data"].get("pip_index_url") is None
     assert client["data"]["cache_os_archive"] is False
-    bad = subprocess.run(
-        [PYINFRA, "inventories/sandbox.py", "debug-inventory", "--json"],
-        cwd=ROOT, env={**env, CACHE_ENV: "gfsb-h9"}, capture_output=True, text=True, timeout=60,
-    )  # fmt: skip
+    bad = pyinfra_cli.run(
+        "inventories/sandbox.py", "debug-inventory", "--json", base={**env, CACHE_ENV: "gfsb-h9"}
+    )
     assert bad.returncode != 0 and "GPUFLEET_SANDBOX_CACHE names gfsb-h9" in bad.stdout + bad.stderr
 
 
@@ -342,14 +330,8 @@ def test_cache_host_refuses_an_upstream_it_cannot_use(tmp_path, upstream, messag
     lines = ["fleet = [", f"    ('@fake/cache', {cache.data('@fake/cache')!r}),", "]"]
     lines.append("gpufleet_cache = ['@fake/cache']")
     (tmp_path / "inventory.py").write_text("\n".join(lines) + "\n")
-    result = subprocess.run(
-        [PYINFRA, str(tmp_path / "inventory.py"), str(ROOT / "deploy" / "gpu_node.py"), "--dry"],
-        cwd=ROOT,
-        env={"PYTHONPATH": str(ROOT), "PYINFRA_PROGRESS": "off", "PATH": "/usr/bin:/bin"},
-        capture_output=True,
-        text=True,
-        timeout=120,
-        stdin=subprocess.DEVNULL,
+    result = pyinfra_cli.run(
+        tmp_path / "inventory.py", pyinfra_cli.GPU_NODE, "--dry", base=pyinfra_cli.BARE
     )
     assert result.returncode != 0
     assert message in result.stdout + result.stderr
@@ -360,18 +342,18 @@ def test_cache_check_fails_naming_what_does_not_answer(tmp_path: Path) -> None:
     """The clients' check (derive.ANSWERS, the stage's `answers` command) run by a real python:
     any HTTP answer from apt-cacher-ng will do, the index must answer 200."""
     (tmp_path / "www" / "simple").mkdir(parents=True)
-    port, dead = free_port(), free_port()
-    pid = start_server(tmp_path / "www", "127.0.0.1", port, tmp_path / "http.log")
+    pid, port = serve_www(tmp_path / "www", tmp_path / "http.log")
     try:
-        up = f"http://127.0.0.1:{port}"
-        ok = subprocess.run(
-            [sys.executable, "-c", derive.ANSWERS, up, f"{up}/simple/"],
-            capture_output=True, text=True, timeout=30,
-        )  # fmt: skip
-        down = subprocess.run(
-            [sys.executable, "-c", derive.ANSWERS, up, f"http://127.0.0.1:{dead}/simple/"],
-            capture_output=True, text=True, timeout=30,
-        )  # fmt: skip
+        with refusing_port() as dead:  # bound, not listening: refused, and nobody's
+            up = f"http://127.0.0.1:{port}"
+            ok = subprocess.run(
+                [sys.executable, "-c", derive.ANSWERS, up, f"{up}/simple/"],
+                capture_output=True, text=True, timeout=30,
+            )  # fmt: skip
+            down = subprocess.run(
+                [sys.executable, "-c", derive.ANSWERS, up, f"http://127.0.0.1:{dead}/simple/"],
+                capture_output=True, text=True, timeout=30,
+            )  # fmt: skip
     finally:
         assert stop_server(pid)
     assert (ok.returncode, ok.stdout.strip()) == (0, "gpufleet-cache: answers")
@@ -381,18 +363,23 @@ def test_cache_check_fails_naming_what_does_not_answer(tmp_path: Path) -> None:
 
 def test_warming_waits_for_a_restarting_cache_and_fetches_each_url(tmp_path: Path) -> None:
     """The cache host's warm-up (fleet_cache._WARM) run by a real python: it keeps trying while
-    the server is not up yet, then fetches every URL once."""
+    the server is not up yet, then fetches every URL once. The server starts only once the
+    warm-up has said that a try was refused, so the retry is certain, not a matter of timing."""
     from gpufleet.stages.fleet_cache import _WARM
 
     (tmp_path / "www").mkdir()
     (tmp_path / "www" / "k.pub").write_text("key")
-    port = free_port()
-    url = f"http://127.0.0.1:{port}/k.pub"
-    warm = subprocess.Popen([sys.executable, "-c", _WARM, url], stderr=subprocess.PIPE, text=True)
-    time.sleep(1.5)  # the "restart": nothing listens yet
+    with refusing_port() as port:  # the "restart": the port is bound, nothing listens
+        url = f"http://127.0.0.1:{port}/k.pub"
+        warm = subprocess.Popen(
+            [sys.executable, "-c", _WARM, url], stderr=subprocess.PIPE, text=True
+        )
+        assert warm.stderr is not None
+        first = warm.stderr.readline()  # its first refused try (or its end, 30 s on)
+    assert first.startswith(f"gpufleet: {url} not fetched yet (") and "refused" in first, first
     pid = start_server(tmp_path / "www", "127.0.0.1", port, tmp_path / "http.log")
     try:
-        assert warm.wait(30) == 0, warm.stderr.read() if warm.stderr else ""
+        assert warm.wait(30) == 0, warm.stderr.read()
     finally:
         assert stop_server(pid)
     assert upstream.counts(request_log(tmp_path / "http.log")) == {"/k.pub": upstream.Served(1, 3)}

@@ -11,7 +11,6 @@ from rich.console import Console
 from gpufleet.report.fleet import load_fleet
 from gpufleet.report.html import render_html
 from gpufleet.report.origins import floor_rows, origin_counts, origin_kind
-from gpufleet.report.schema import new_document
 from gpufleet.report.terminal import print_report
 from tests.unit import fleet_factory as ff
 
@@ -41,17 +40,14 @@ FLOORS = {
 def _doc() -> dict:
     workload = ff.workload("resnet50", {"resnet50.images_per_s.amp": 2050.0}, {}, {})
     workload["config"]["floors"] = FLOORS
-    return new_document(
+    return ff.checks_document(
+        [{"name": "workloads::resnet50", "status": "pass", "message": "", "figures": {}}],
         host="gpu01",
         run_id="20261201T120000Z-abcdef",
         started_at="2026-12-01T12:00:00+00:00",
         tier="full",
         target="ssh://gpu01",
-        spec={},
-        checks=[{"name": "workloads::resnet50", "status": "pass", "message": "", "figures": {}}],
         workloads=[workload],
-        gpu_health=None,
-        run_error=None,
     )
 
 

@@ -198,8 +198,9 @@ def test_renders_in_headless_chromium(html_path: Path, fleet_dir: tuple[Path, li
             browser.screenshot(session, SCREENSHOT)
 
 
-def test_screenshot_for_the_readme_exists() -> None:
-    """docs/report-screenshot.png exists (refresh: GPUFLEET_SCREENSHOT=1 pytest this file)."""
+def test_docs_check_the_readmes_report_screenshot_is_a_png() -> None:
+    """A docs check, not behaviour: the README's docs/report-screenshot.png is in the tree and
+    a PNG (refresh it: GPUFLEET_SCREENSHOT=1 pytest this file)."""
     assert SCREENSHOT.exists() and SCREENSHOT.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 

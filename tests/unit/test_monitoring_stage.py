@@ -9,10 +9,8 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 import shutil
 import subprocess
-import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -22,11 +20,11 @@ import pytest
 from gpufleet.spec import NodeSpec
 from gpufleet.stages import monitoring
 from gpufleet.validate.baseline import record_run
+from tests import pyinfra_cli
 from tests.unit import fleet_factory as ff
 from tests.unit.fake_fleet import FakeGpuHost, digests_answer, root, write_inventory
 
 ROOT = root()
-PYINFRA = str(Path(sys.executable).with_name("pyinfra"))
 SYSTEM_UNITS = Path("/usr/lib/systemd/system")
 
 
@@ -186,20 +184,10 @@ def plan(tmp_path_factory: pytest.TempPathFactory) -> dict[str, list[str]]:
     assert record_run(results, first) is not None
     deploy = folder / "monitoring_only.py"
     deploy.write_text(DEPLOY.format(results=str(results)))
-    env = {**os.environ, "PYTHONPATH": str(ROOT), "PYINFRA_PROGRESS": "off"}
-    result = subprocess.run(
-        [PYINFRA, str(inventory), str(deploy), "--dry", "--json"],
-        cwd=ROOT,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        stdin=subprocess.DEVNULL,
-        check=False,
-    )
+    result, plan = pyinfra_cli.plan(inventory, deploy)
     assert result.returncode == 0, result.stderr[-3000:]
     changes: dict[str, list[str]] = {name: [] for name in hosts}
-    for op in json.loads(result.stdout)["plan"]:
+    for op in plan:
         for host in op["hosts_with_change"] + op["hosts_with_conditional_change"]:
             changes[host.removeprefix("@fake/")].append(op["name"])
     return changes

@@ -3,33 +3,21 @@ digests of every file the deploy manages in one round trip, and still plans no c
 
 from __future__ import annotations
 
-import json
 import re
-import subprocess
-import sys
 from pathlib import Path
 
+from tests import pyinfra_cli
 from tests.unit.fake_fleet import FakeGpuHost, root, write_inventory
 
 ROOT = root()
-PYINFRA = str(Path(sys.executable).with_name("pyinfra"))
 HOSTS = ("done-1", "done-2", "done-3")
 
 
 def test_later_hosts_read_all_file_digests_in_one_round_trip(tmp_path: Path) -> None:
     fleet = {name: FakeGpuHost(provisioned=True) for name in HOSTS}
     inventory = write_inventory(tmp_path / "inventory.py", fleet)
-    result = subprocess.run(
-        [PYINFRA, str(inventory), str(ROOT / "deploy" / "gpu_node.py"), "--dry", "--json", "-vv"],
-        cwd=ROOT,
-        env={"PYTHONPATH": str(ROOT), "PYINFRA_PROGRESS": "off", "PATH": "/usr/bin:/bin"},
-        capture_output=True,
-        text=True,
-        timeout=120,
-        stdin=subprocess.DEVNULL,
-    )
+    result, plan = pyinfra_cli.plan(inventory, pyinfra_cli.GPU_NODE, "-vv", base=pyinfra_cli.BARE)
     assert result.returncode == 0, result.stderr[-3000:]
-    plan = json.loads(result.stdout)["plan"]
     assert [op["name"] for op in plan if op["hosts_with_change"]] == []
     facts = {
         name: re.findall(rf"\[@fake/{name}\]\s+Loaded fact (\S+)", result.stderr) for name in HOSTS

@@ -13,6 +13,7 @@ from collections.abc import Iterator
 import pytest
 
 import validation.nvml_sampler as nvml_sampler
+from tests.waiting import wait_until
 from validation.nvml_sampler import NvmlSampler
 
 
@@ -117,11 +118,12 @@ def test_thread_samples_while_running(monkeypatch: pytest.MonkeyPatch) -> None:
     _with(monkeypatch, FakeNvml([50] * 10_000, devices=2))
     sampler = NvmlSampler(interval_s=0.001)
     with sampler.running(), sampler.phase("work"):
-        import time
-
-        deadline = time.monotonic() + 0.5
-        while time.monotonic() < deadline and len(sampler.samples()) < 6:
-            time.sleep(0.01)
+        wait_until(
+            lambda: all(
+                d["samples"] >= 3 for d in (sampler.summary() or {"-": {"samples": 0}}).values()
+            ),
+            "three samples of each GPU from the sampler's thread",
+        )
     summary = sampler.summary()
     assert summary is not None
     assert set(summary) == {"gpu0", "gpu1"}

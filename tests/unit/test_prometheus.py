@@ -13,7 +13,6 @@ from prometheus_client.parser import text_string_to_metric_families
 from gpufleet import health
 from gpufleet.parsers import parse_nvidia_smi_xml
 from gpufleet.report import prometheus
-from gpufleet.report.schema import new_document
 from tests.unit import fleet_factory as ff
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -117,17 +116,7 @@ def test_throttled_gpu_and_pending_remap_show() -> None:
 def test_label_values_are_escaped() -> None:
     awkward = 'host_state::odd "quoted" \\ back\nslash'
     check = {"name": awkward, "status": "fail", "message": "", "figures": {}, "duration_s": 0.0}
-    doc = new_document(
-        host="h",
-        run_id="r",
-        started_at="2026-11-30T08:00:00+00:00",
-        tier="quick",
-        target="local://",
-        spec={},
-        checks=[check],
-        workloads=[],
-        gpu_health=None,
-    )
+    doc = ff.checks_document([check], started_at="2026-11-30T08:00:00+00:00", target="local://")
     text = prometheus.render(doc)
     assert (
         "\n" + 'gpufleet_check_passed{check="host_state::odd \\"quoted\\" \\\\ back\\nslash"} 0'

@@ -241,7 +241,7 @@ class StandInHost:
 
 def test_reboot_that_does_not_come_back_says_so(monkeypatch, caplog):
     monkeypatch.setattr(kernel, "clear_askpass_cache", lambda host: None)
-    monkeypatch.setattr(kernel.time, "sleep", lambda s: None)
+    monkeypatch.setattr(kernel, "_sleep", lambda s: None)
     host = StandInHost([None])
     with caplog.at_level(logging.ERROR):
         assert kernel._wait_for_reboot(None, host, ["old-boot"], 0, 0) is False
@@ -252,7 +252,7 @@ def test_reboot_that_does_not_come_back_says_so(monkeypatch, caplog):
 
 def test_reboot_wait_ends_on_a_new_boot(monkeypatch):
     monkeypatch.setattr(kernel, "clear_askpass_cache", lambda host: None)
-    monkeypatch.setattr(kernel.time, "sleep", lambda s: None)
+    monkeypatch.setattr(kernel, "_sleep", lambda s: None)
     host = StandInHost(["old-boot", "new-boot"])
     assert kernel._wait_for_reboot(None, host, ["old-boot"], 0, 30) is True
 

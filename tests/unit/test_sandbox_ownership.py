@@ -5,13 +5,13 @@ from __future__ import annotations
 
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
 
 from gpufleet.sandbox import aptproxy, fleet, network, ours, supervisor
 from gpufleet.sandbox.state import SandboxError
+from tests.waiting import wait_until
 
 STATE = Path("/var/lib/gpufleet-sandbox")
 
@@ -65,6 +65,10 @@ def test_finding_21_words_on_a_command_line_do_not_make_a_process_ours(argv: lis
     assert not ours.is_sandbox_argv(argv, STATE)
 
 
+def argv_of(pid: int) -> list[str]:
+    return Path(f"/proc/{pid}/cmdline").read_text().rstrip("\0").split("\0")
+
+
 def test_finding_21_leftovers_of_an_empty_state_dir_are_nothing(tmp_path: Path) -> None:
     """The audit's repro: an operator's grep of the logs, named like the sandbox's programs, is
     running; an empty state directory has left nothing behind, whatever else runs here."""
@@ -73,8 +77,9 @@ def test_finding_21_leftovers_of_an_empty_state_dir_are_nothing(tmp_path: Path) 
     decoy_name = f"grep systemd-nspawn {state}/log/gfsb-h1.log"
     decoy = subprocess.Popen(["bash", "-c", f"exec -a '{decoy_name}' sleep 120"])
     try:
-        time.sleep(0.3)
-        assert decoy_name in Path(f"/proc/{decoy.pid}/cmdline").read_text()
+        # Before its exec the process is bash, whose argv holds the name too: wait for argv[0].
+        wait_until(lambda: argv_of(decoy.pid)[0] == decoy_name, "the decoy's exec")
+        assert argv_of(decoy.pid) == [decoy_name, "120"]
         assert fleet.leftovers(state) == []
         assert decoy.poll() is None
     finally:

@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from gpufleet.sandbox import supervisor
+from tests.waiting import wait_until
 
 # Stands in for systemd-nspawn: counts its boots in a file, asks for a "reboot" (status 133)
 # until the third boot, then exits with status 0 (a poweroff from inside).
@@ -68,10 +69,8 @@ def test_sigterm_is_forwarded_and_ends_supervision(
     sup.preexec = None  # no time namespace for the stand-in (that needs root)
 
     def terminate_once_running() -> None:
-        for _ in range(100):
-            if marker.exists():
-                break
-            threading.Event().wait(0.05)
+        # No cap short of a hang: a loaded machine may take seconds to start the child's Python.
+        wait_until(marker.exists, "the stand-in nspawn's TERM handler", timeout=300)
         sup.on_sigterm(15, None)
 
     threading.Thread(target=terminate_once_running).start()

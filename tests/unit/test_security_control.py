@@ -21,6 +21,7 @@ from gpufleet.drift.plan import DriftReport, HostDrift
 from gpufleet.inventory import InventoryError, InventoryHost
 from gpufleet.report.terminal import print_report
 from gpufleet.validate.baseline import safe_name
+from tests import pyinfra_cli
 from tests.unit.security_helpers import (
     assert_no_host_escapes,
     inventory_file,
@@ -216,27 +217,13 @@ def test_finding17_folder_names_are_distinct_and_never_special(name):
 def test_finding20_os_release_escapes_never_reach_the_deploy_output(tmp_path, monkeypatch):
     """The audit's repro: a host whose PRETTY_NAME sets the terminal title, planned by the real
     pyinfra CLI on an @fake host; the plan line keeps the words without the escape."""
-    import os
-    import subprocess
-    import sys
 
     from tests.unit import fake_fleet
 
     hostile = "Ubuntu\x1b]0;TITLE-SET-BY-HOST\x07 22.04 LTS\x1b]52;c;ZXZpbA==\x07"
     monkeypatch.setitem(fake_fleet.OS_RELEASE, ("ubuntu", "22.04"), hostile)
     inventory = fake_fleet.write_inventory(tmp_path / "inv.py", {"h": fake_fleet.FakeGpuHost()})
-    root = fake_fleet.root()
-    pyinfra = str(Path(sys.executable).with_name("pyinfra"))
-    proc = subprocess.run(
-        [pyinfra, str(inventory), str(root / "deploy" / "gpu_node.py"), "--dry"],
-        cwd=root,
-        env={**os.environ, "PYTHONPATH": str(root), "PYINFRA_PROGRESS": "off"},
-        capture_output=True,
-        text=True,
-        timeout=180,
-        stdin=subprocess.DEVNULL,
-        check=False,
-    )
+    proc = pyinfra_cli.run(inventory, pyinfra_cli.GPU_NODE, "--dry", timeout=180)
     output = proc.stdout + proc.stderr
     assert "gpufleet plan: Ubuntu]0;TITLE-SET-BY-HOST 22.04" in output, output[-2000:]
     assert "\x1b]0;" not in output and "\x1b]52;" not in output and "\x07" not in output

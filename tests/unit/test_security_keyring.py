@@ -10,12 +10,9 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from pyinfra.api import StringCommand
 
-from gpufleet.operations.apt_key import FETCH_KEY
-from gpufleet.operations.probes import KeyringFingerprints
-from gpufleet.operations.stdin import secret_lines
 from tests.operations.helpers import run_operation
+from tests.unit.keyring_scripts import fetch, keyring_fingerprints
 
 pytestmark = pytest.mark.skipif(
     not (shutil.which("gpg") and shutil.which("gpgv") and shutil.which("curl")),
@@ -59,23 +56,6 @@ def keys(tmp_path_factory) -> dict[str, object]:
     gpg(home, "--local-user", fprs["B"], "--output", str(sig), "--detach-sign", str(data))
     subprocess.run(["gpgconf", "--homedir", str(home), "--kill", "all"], check=False)
     return {"dir": base, "fpr": fprs, "data": data, "sig": sig}
-
-
-def fetch(url: str, fingerprint: str, dest: Path) -> subprocess.CompletedProcess[str]:
-    """The operation's key script, as the host's root shell runs it (URL on stdin)."""
-    return subprocess.run(
-        ["sh", "-c", FETCH_KEY, "gpufleet-key", fingerprint, str(dest)],
-        input=secret_lines(url=url),
-        capture_output=True,
-        text=True,
-    )
-
-
-def keyring_fingerprints(path: Path) -> list[str]:
-    fact = KeyringFingerprints()
-    command = StringCommand(fact.command(path=str(path))).get_raw_value()
-    out = subprocess.run(command, shell=True, capture_output=True, text=True, check=True)
-    return fact.process(out.stdout.splitlines())
 
 
 @pytest.mark.parametrize("name", ["AB.asc", "AB.bin", "A+B.asc"])

@@ -7,11 +7,9 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from pyinfra.api import StringCommand
 
-from gpufleet.operations.apt_key import FETCH_KEY
-from gpufleet.operations.probes import KeyringFingerprints
-from gpufleet.operations.stdin import secret_lines
+from tests.unit.keyring_scripts import fetch
+from tests.unit.keyring_scripts import keyring_fingerprints as fingerprints
 
 # Debian 12's archive signing key, shipped by debian-archive-keyring (a real key with a real,
 # published fingerprint: https://ftp-master.debian.org/keys.html, "Debian Stable Release Key
@@ -23,22 +21,6 @@ pytestmark = pytest.mark.skipif(
     not (shutil.which("gpg") and shutil.which("curl") and DEBIAN_KEYRING.exists()),
     reason="needs gpg, curl and Debian's archive keyring (debian-archive-keyring)",
 )
-
-
-def fetch(url: str, fingerprint: str, dest: Path) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        ["sh", "-c", FETCH_KEY, "gpufleet-key", fingerprint, str(dest)],
-        input=secret_lines(url=url),
-        capture_output=True,
-        text=True,
-    )
-
-
-def fingerprints(path: Path) -> list[str]:
-    fact = KeyringFingerprints()
-    command = StringCommand(fact.command(path=str(path))).get_raw_value()
-    out = subprocess.run(command, shell=True, capture_output=True, text=True, check=True)
-    return fact.process(out.stdout.splitlines())
 
 
 @pytest.mark.parametrize("armored", [False, True])

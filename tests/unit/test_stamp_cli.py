@@ -7,15 +7,14 @@ import json
 import os
 import stat
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
 from gpufleet.stamp import store
+from tests import pyinfra_cli
 
 ROOT = Path(__file__).resolve().parents[2]
-PYINFRA = str(Path(sys.executable).with_name("pyinfra"))
 DEPLOY = Path(__file__).with_name("stamp_data") / "deploy.py"
 NOTHING = "nothing to plan"
 
@@ -28,21 +27,8 @@ def write_inventory(folder: Path, **data: object) -> Path:
 
 
 def run(folder: Path, inventory: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    env = {
-        **os.environ,
-        "PYTHONPATH": str(ROOT),
-        "PYINFRA_PROGRESS": "off",
-        "GPUFLEET_STAMP_DIR": str(folder / "stamps"),
-    }
-    done = subprocess.run(
-        [PYINFRA, "-v", "--json", *args, str(inventory), str(DEPLOY)],
-        cwd=ROOT,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        stdin=subprocess.DEVNULL,
-    )
+    stamps = {"GPUFLEET_STAMP_DIR": str(folder / "stamps")}
+    done = pyinfra_cli.run("-v", "--json", *args, inventory, DEPLOY, env=stamps)
     assert done.returncode == 0, done.stderr[-3000:]
     return done
 

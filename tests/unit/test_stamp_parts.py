@@ -8,7 +8,6 @@ import dataclasses
 import os
 import stat
 import subprocess
-import time
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -22,6 +21,7 @@ from gpufleet.stamp import gate, inputs, record, store
 from gpufleet.stamp.canonical import NotCanonical, digest
 from gpufleet.stamp.inputs import tree_digest
 from gpufleet.stamp.replay import StampReplay, differences, fact_class, replay_script, value_digest
+from tests.waiting import pass_a_ctime_tick
 
 
 def replay_here(commands: list[str]) -> list[tuple[int, list[str]]] | None:
@@ -209,7 +209,7 @@ def test_the_sources_digest_reads_again_every_file_that_may_have_changed(
     real = inputs._sha256
     monkeypatch.setattr(inputs, "_sha256", lambda path: read.append(path) or real(path))
     assert tree_digest(sources, known) == first and read == []  # nothing read again
-    time.sleep(0.02)  # a change time is the kernel's coarse clock (a tick, up to 10 ms)
+    pass_a_ctime_tick(tmp_path)  # a change time is the kernel's coarse clock
     kept = (package / "a.py").stat()
     (package / "a.py").write_text("A = 2\n")  # the same size, the old times put back
     os.utime(package / "a.py", ns=(kept.st_atime_ns, kept.st_mtime_ns))
@@ -240,7 +240,7 @@ def test_the_keyring_witness_follows_the_keyring_and_gpg(tmp_path: Path) -> None
 
     before = seen()
     assert before == seen() and len(before.splitlines()) == 2
-    time.sleep(0.02)  # a change time is the kernel's coarse clock (a tick, up to 10 ms)
+    pass_a_ctime_tick(tmp_path)  # a change time is the kernel's coarse clock
     (tools / "gpg").write_text("#!/bin/sh\n#another\n")  # the same size: its change time tells
     after_gpg = seen()
     assert after_gpg != before

@@ -10,10 +10,11 @@ import pytest
 
 from gpufleet.commands import validate as validate_cmd
 from gpufleet.inventory import InventoryError, host_from_dict, parse_debug_inventory
-from gpufleet.report.schema import new_document, summarize, validate_results
+from gpufleet.report.schema import summarize, validate_results
 from gpufleet.validate import results, runner
 from gpufleet.validate.hostrun import HostRun
 from gpufleet.validate.ssh import host_block, hostspec_for, ssh_config_text
+from tests.unit import fleet_factory as ff
 
 INVENTORIES = Path(__file__).resolve().parent.parent / "fixtures" / "inventories"
 
@@ -28,18 +29,7 @@ def doc(status_of_checks=(), run_error=None):
         {"name": f"c{i}", "status": s, "message": "", "figures": {}}
         for i, s in enumerate(status_of_checks)
     ]
-    return new_document(
-        host="h",
-        run_id="r",
-        started_at="t",
-        tier="quick",
-        target="local://",
-        spec={},
-        checks=checks,
-        workloads=[],
-        gpu_health=None,
-        run_error=run_error,
-    )
+    return ff.checks_document(checks, started_at="t", target="local://", run_error=run_error)
 
 
 def test_exit_status():
@@ -178,7 +168,6 @@ def test_baselines_are_recorded_and_later_runs_compared(tmp_path):
 
     from gpufleet.report.terminal import print_report
     from gpufleet.validate.baseline import RUNS_WANTED, baseline_path, load_baseline
-    from tests.unit import fleet_factory as ff
 
     # Acceptance: five passing full runs gather the baseline (run-to-run jitter ~1.5 %).
     jitter = (1.0, 1.015, 0.985, 1.02, 0.98)
@@ -217,7 +206,6 @@ def test_baselines_are_recorded_and_later_runs_compared(tmp_path):
 
 def test_an_unproven_run_never_joins_a_baseline(tmp_path):
     from gpufleet.validate.baseline import baseline_path, qualifies
-    from tests.unit import fleet_factory as ff
 
     doc = ff.document("gpu-a", started_at=ff.when(1), workloads=ff.gpu_workloads())
     doc["checks"][-1]["status"] = "inconclusive"
@@ -232,7 +220,6 @@ def test_an_unproven_run_never_joins_a_baseline(tmp_path):
 
 def test_unreadable_baseline_is_reported_not_fatal(tmp_path):
     from gpufleet.validate.baseline import baseline_path
-    from tests.unit import fleet_factory as ff
 
     path = baseline_path(tmp_path, "gpu-a")
     path.parent.mkdir(parents=True)

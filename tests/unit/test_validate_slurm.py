@@ -7,8 +7,9 @@ from types import SimpleNamespace
 from typing import Any
 
 from gpufleet.inventory import InventoryHost
-from gpufleet.report.schema import new_document, validate_results
+from gpufleet.report.schema import validate_results
 from gpufleet.scheduler import validate_hook as hook
+from tests.unit import fleet_factory as ff
 from tests.unit.test_scheduler_rule import FakeSlurm
 
 
@@ -17,17 +18,7 @@ def check(name: str, status: str, message: str = "") -> dict[str, Any]:
 
 
 def document(*checks: dict[str, Any]) -> dict[str, Any]:
-    return new_document(
-        host="gfsb-h1",
-        run_id="r1",
-        started_at="2026-12-01T00:00:00+00:00",
-        tier="quick",
-        target="ssh://x",
-        spec={},
-        checks=list(checks),
-        workloads=[],
-        gpu_health=None,
-    )
+    return ff.checks_document(list(checks), host="gfsb-h1", run_id="r1")
 
 
 HOST = InventoryHost("gfsb-h1", "ssh", "10.231.7.11")

@@ -24,6 +24,28 @@ def test_pci_script_runs_here_and_parses():
         assert devices and all(d.vendor.startswith("0x") for d in devices)
 
 
+def test_pci_script_reads_a_fixed_sysfs(tmp_path: Path) -> None:
+    """The twin of the test above, whatever this machine's bus holds: the same script over a
+    made-up devices folder (a GPU, an NVSwitch, and a function without attributes)."""
+    for slot, vendor, device, pci_class in (
+        ("0000:18:00.0", "0x10de", "0x2330", "0x030200"),
+        ("0000:05:00.0", "0x10de", "0x22a3", "0x068000"),
+    ):
+        folder = tmp_path / slot
+        folder.mkdir()
+        for name, value in (("vendor", vendor), ("device", device), ("class", pci_class)):
+            (folder / name).write_text(value + "\n")
+    (tmp_path / "0000:5e:00.0").mkdir()
+    script = hostinfo.PCI_SCRIPT.replace("/sys/bus/pci/devices", str(tmp_path))
+    assert script != hostinfo.PCI_SCRIPT
+    out = subprocess.run(["sh", "-c", script], capture_output=True, text=True, check=True)
+    devices = hostinfo.parse_sysfs_pci(out.stdout)
+    assert [(d.slot, d.is_nvidia_gpu, d.is_nvswitch) for d in devices] == [
+        ("0000:05:00.0", False, True),
+        ("0000:18:00.0", True, False),
+    ]
+
+
 def test_parse_sysfs_pci_classifies_gpus_and_nvswitches():
     # Lines in PCI_SCRIPT's format: "<slot> <vendor> <device> <class>" as sysfs prints them.
     text = textwrap.dedent("""\

@@ -7,15 +7,16 @@ import re
 import socket
 import subprocess
 import sys
-import time
 import zipfile
 from pathlib import Path
 
 import pytest
 
 from gpufleet.sandbox.serve import start_server, stop_server
-from gpufleet.sandbox.state import CACHE_DIR, SandboxError
+from gpufleet.sandbox.state import SandboxError
 from gpufleet.sandbox.wheelhouse import build_wheelhouse, normalize, write_simple_index
+from tests.ports import serve_www
+from tests.wheels import local_index
 
 LINK = re.compile(r'<a href="([^"]+)">([^<]+)</a>')
 
@@ -28,12 +29,6 @@ def make_wheel(folder: Path, name: str) -> Path:
     with zipfile.ZipFile(path, "w") as archive:
         archive.writestr(f"{dist}.dist-info/METADATA", f"Metadata-Version: 2.1\nName: {dist}\n")
     return path
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 def test_normalize_follows_pep_503() -> None:
@@ -72,39 +67,32 @@ def test_bad_python_version_is_refused(tmp_path: Path) -> None:
         build_wheelhouse(tmp_path / "www", tmp_path / "cache", python_version="310")
 
 
-def test_wheelhouse_from_pypi_is_cached_served_and_usable_by_pip(tmp_path: Path) -> None:
+def test_wheelhouse_from_an_index_is_cached_served_and_usable_by_pip(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """pip download through a local index (tests/wheels.py: a wheel built here, no PyPI), once;
+    then the wheelhouse's own server gives pip the same wheel."""
     www, cache = tmp_path / "www", tmp_path / "cache"
-    first = build_wheelhouse(www, cache, packages=("six==1.17.0",), bootstrap=())
-    assert first.downloaded
-    assert [w.name for w in first.wheels] == ["six-1.17.0-py2.py3-none-any.whl"]
-    again = build_wheelhouse(www, cache, packages=("six==1.17.0",), bootstrap=())
-    assert not again.downloaded and again.download_s < 0.5
-    port = free_port()
-    pid = start_server(www, "127.0.0.1", port, tmp_path / "http.log")
+    with local_index(tmp_path / "upstream", monkeypatch) as (_, wheel):
+        first = build_wheelhouse(www, cache, packages=("gpufleet-tiny==1.0",), bootstrap=())
+        assert first.downloaded
+        assert [w.name for w in first.wheels] == [wheel.name]
+    # The index is gone: the second build can only come from the cache.
+    again = build_wheelhouse(www, cache, packages=("gpufleet-tiny==1.0",), bootstrap=())
+    assert not again.downloaded and [w.name for w in again.wheels] == [wheel.name]
+    pid, port = serve_www(www, tmp_path / "http.log")
     try:
         done = subprocess.run(
-            [
-                sys.executable,
-                "-m",
-                "pip",
-                "download",
-                "--disable-pip-version-check",
-                "--no-deps",
-                "--index-url",
-                f"http://127.0.0.1:{port}/simple",
-                "--dest",
-                str(tmp_path / "got"),
-                "six==1.17.0",
-            ],
-            capture_output=True,
-            text=True,
-            timeout=120,
-        )
+            [sys.executable, "-m", "pip", "download", "--isolated", "--no-deps",
+             "--index-url", f"http://127.0.0.1:{port}/simple", "--dest", str(tmp_path / "got"),
+             "gpufleet-tiny==1.0"],
+            capture_output=True, text=True, timeout=120,
+        )  # fmt: skip
         assert done.returncode == 0, done.stderr
-        assert (tmp_path / "got" / "six-1.17.0-py2.py3-none-any.whl").is_file()
+        assert (tmp_path / "got" / wheel.name).read_bytes() == wheel.read_bytes()
     finally:
         assert stop_server(pid)
-    assert "GET /simple/six/" in (tmp_path / "http.log").read_text()
+    assert "GET /simple/gpufleet-tiny/" in (tmp_path / "http.log").read_text()
 
 
 def test_server_on_a_taken_port_fails_with_the_reason(tmp_path: Path) -> None:
@@ -127,29 +115,3 @@ def test_stop_server_refuses_a_pid_that_is_not_the_server() -> None:
         other.terminate()
         other.wait(timeout=5)
     assert stop_server(other.pid) is False  # gone: nothing to stop
-
-
-@pytest.mark.integration
-def test_tensorflow_wheelhouse_for_the_hosts(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
-) -> None:
-    """The real set (TF CPU for Python 3.10), in the cache `sandbox up` uses; prints timings."""
-    www = tmp_path / "www"
-    started = time.monotonic()
-    from gpufleet.sandbox.fleet import wheelhouse_lock
-    from gpufleet.sandbox.state import SandboxState
-
-    jammy = SandboxState(image="ubuntu22.04", os=["ubuntu", "22.04"])
-    house = build_wheelhouse(
-        www, CACHE_DIR / "wheelhouse", python_version="3.10", lock_text=wheelhouse_lock(jammy)
-    )
-    names = {w.name.split("-", 1)[0].lower() for w in house.wheels}
-    assert {"tensorflow_cpu", "numpy", "keras", "pip", "setuptools", "wheel"} <= names
-    assert (house.index / "tensorflow-cpu" / "index.html").is_file()
-    size = sum(w.stat().st_size for w in house.wheels) / 2**20
-    with capsys.disabled():
-        print(
-            f"\nwheelhouse: {len(house.wheels)} wheels, {size:.0f} MiB, downloaded="
-            f"{house.downloaded}, download {house.download_s:.1f} s, index {house.index_s:.2f} s,"
-            f" total {time.monotonic() - started:.1f} s"
-        )

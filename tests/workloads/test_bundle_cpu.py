@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import os
 import subprocess
@@ -16,9 +15,6 @@ from validation.tiers import BUNDLED
 pytestmark = pytest.mark.workload
 
 ROOT = Path(__file__).resolve().parents[2]
-
-if importlib.util.find_spec("tensorflow") is None:
-    pytest.skip("TensorFlow is not installed", allow_module_level=True)
 
 
 def test_the_bundle_writes_each_workloads_own_document(tmp_path: Path) -> None:

@@ -4,7 +4,7 @@ are real). Proves the tier's logic end to end without the sandbox, kill path inc
 
 from __future__ import annotations
 
-import shutil
+import json
 import subprocess
 import sys
 import threading
@@ -18,6 +18,8 @@ from gpufleet.cluster import network
 from gpufleet.cluster.config import ClusterHost
 from gpufleet.cluster.launcher import Launcher
 from gpufleet.cluster.run import network_culprits, run_group
+from tests.ports import free_ports, lost_its_port
+from tests.prerequisites import require_tools
 
 pytestmark = pytest.mark.workload
 
@@ -45,9 +47,7 @@ class LocalShell(Launcher):
 
 @pytest.fixture(autouse=True)
 def _tools() -> None:
-    missing = [t for t in TOOLS if shutil.which(t) is None]
-    if missing:
-        pytest.skip(f"missing {', '.join(missing)} (apt-get install iperf3 iputils-ping iproute2)")
+    require_tools(*TOOLS, install="apt-get install iperf3 iputils-ping iproute2")
 
 
 @pytest.fixture(autouse=True)
@@ -58,8 +58,10 @@ def _short_links(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(network, "PING_COUNT", 3)
 
 
-def hosts(gbps: int = 1) -> list[ClusterHost]:
-    # TensorFlow's gRPC server listens on its port on every address: one port per host.
+def hosts(gbps: int = 1, ports: Sequence[int] | None = None) -> list[ClusterHost]:
+    # TensorFlow's gRPC server listens on its port on every address: one port per host, each
+    # free when picked (tests/ports.py; a run that lost one to someone else is run again).
+    ports = list(ports or free_ports(3))
     return [
         ClusterHost(
             f"h{i}",
@@ -71,15 +73,25 @@ def hosts(gbps: int = 1) -> list[ClusterHost]:
             True,
             False,
             None,
-            worker_port=23460 + i,
+            worker_port=ports[i - 1],
         )
         for i in (1, 2, 3)
     ]
 
 
+def run_on_free_ports(launcher: LocalShell, steps: int, tries: int = 3) -> tuple[dict, list]:
+    """`run_group` on three local hosts, again on new ports when a worker lost its port."""
+    for _ in range(tries):
+        group = hosts()
+        doc = run_group(launcher, group, group="local", run_id=launcher.run_id, steps=steps)
+        if not lost_its_port(json.dumps(doc)):
+            return doc, group
+    raise AssertionError(f"no three free worker ports in {tries} tries")
+
+
 def test_three_local_hosts_pass_the_tier_and_leave_nothing(tmp_path: Path) -> None:
     launcher = LocalShell(tmp_path / "unused", "20261201T000000Z-local1")
-    doc = run_group(launcher, hosts(), group="local", run_id=launcher.run_id, steps=60)
+    doc, _ = run_on_free_ports(launcher, steps=60)
     assert doc["status"] == "pass", doc
     assert len(doc["network"]["links"]) == 6
     assert {link["interface"] for link in doc["network"]["links"]} == {"lo"}
@@ -117,13 +129,15 @@ def worker_of_task(index: int) -> int | None:
 
 def test_a_killed_worker_is_named_and_its_peers_are_stopped(tmp_path: Path) -> None:
     launcher = LocalShell(tmp_path / "unused", "20261201T000000Z-local3")
+    group = hosts()
+    h2_port = group[1].worker_port
 
     def kill_h2_worker() -> None:
         deadline = time.monotonic() + 180
         while time.monotonic() < deadline:
             listening = subprocess.run(["ss", "-Htln"], capture_output=True, text=True).stdout
             pid = worker_of_task(1)
-            if pid and ":23462 " in listening:
+            if pid and f":{h2_port} " in listening:
                 time.sleep(3)
                 subprocess.run(["kill", "-KILL", str(pid)], check=False)
                 return
@@ -131,7 +145,7 @@ def test_a_killed_worker_is_named_and_its_peers_are_stopped(tmp_path: Path) -> N
 
     killer = threading.Thread(target=kill_h2_worker)
     killer.start()
-    doc = run_group(launcher, hosts(), group="local", run_id=launcher.run_id, steps=10**6)
+    doc = run_group(launcher, group, group="local", run_id=launcher.run_id, steps=10**6)
     killer.join()
     assert doc["training"]["status"] == "fail", doc["training"]
     assert "the worker on h2 exited 137 (killed by signal 9)" in doc["training"]["reason"]

@@ -5,28 +5,20 @@ from __future__ import annotations
 
 import json
 import os
-import socket
 import subprocess
 import sys
+from concurrent.futures import ThreadPoolExecutor, as_completed
 from pathlib import Path
 
 import numpy as np
 import pytest
 
+from tests.ports import free_ports, lost_its_port
+
 pytestmark = pytest.mark.workload
 
 REPO = Path(__file__).resolve().parents[2]
 ARGS = ["--steps", "40", "--global-batch", "96"]
-
-
-def free_ports(count: int) -> list[int]:
-    sockets = [socket.socket() for _ in range(count)]
-    for sock in sockets:
-        sock.bind(("127.0.0.1", 0))
-    ports = [s.getsockname()[1] for s in sockets]
-    for sock in sockets:
-        sock.close()
-    return ports
 
 
 def worker(config: dict | None, *extra: str) -> subprocess.Popen[str]:
@@ -49,13 +41,34 @@ def result(proc: subprocess.Popen[str]) -> dict:
     return json.loads(out)
 
 
+def three_workers(tries: int = 3) -> list[dict]:
+    """The documents of three workers on loopback ports. A port taken by someone else between
+    picking it and a worker's bind is a new try on new ports (its peers, left waiting for it,
+    are stopped)."""
+    for _ in range(tries):
+        workers = [f"127.0.0.1:{port}" for port in free_ports(3)]
+        procs = [
+            worker({"cluster": {"worker": workers}, "task": {"type": "worker", "index": i}})
+            for i in range(3)
+        ]
+        with ThreadPoolExecutor(3) as pool:
+            ends = {pool.submit(p.communicate, timeout=240): p for p in procs}
+            outputs = {}
+            for done in as_completed(ends):
+                proc, (out, err) = ends[done], done.result()
+                outputs[proc] = out
+                if proc.returncode != 0 and lost_its_port(err):
+                    for other in procs:
+                        other.kill()
+                    break
+                assert proc.returncode == 0, err[-2000:]
+            else:
+                return [json.loads(outputs[p]) for p in procs]
+    raise AssertionError(f"no three free ports in {tries} tries")
+
+
 def test_three_workers_agree_with_each_other_and_with_one_process() -> None:
-    workers = [f"127.0.0.1:{port}" for port in free_ports(3)]
-    procs = [
-        worker({"cluster": {"worker": workers}, "task": {"type": "worker", "index": i}})
-        for i in range(3)
-    ]
-    docs = [result(p) for p in procs]
+    docs = three_workers()
     single = result(worker(None))
     assert [d["task_index"] for d in docs] == [0, 1, 2]
     assert {d["workers"] for d in docs} == {3} and {d["replicas"] for d in docs} == {3}

@@ -8,7 +8,6 @@ workload compiles (its MLP and the tiny ResNet-50's XLA arm).
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import os
 import subprocess
@@ -17,16 +16,12 @@ from pathlib import Path
 
 import pytest
 
+from tests.workloads.quick_runs import quick_result
 from validation import xla_cache
 
 pytestmark = pytest.mark.workload
 
 ROOT = Path(__file__).resolve().parents[2]
-
-if importlib.util.find_spec("tensorflow") is None:
-    pytest.skip("TensorFlow is not installed", allow_module_level=True)
-
-from tests.workloads.test_workloads_cpu import quick_result  # noqa: E402 (needs TensorFlow)
 
 
 def _run(argv: list[str], cache: Path) -> subprocess.CompletedProcess[str]:

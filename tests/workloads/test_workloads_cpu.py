@@ -6,13 +6,8 @@ in a subprocess. CPU timings swing 2x between runs (DESIGN.md), so nothing here 
 
 from __future__ import annotations
 
-import importlib.util
 import json
-import os
-import subprocess
-import sys
-import time
-from functools import cache
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -20,6 +15,7 @@ import pytest
 
 from gpufleet.matrix.floor_checks import figures_from
 from gpufleet.matrix.floors import floors_for
+from tests.workloads.quick_runs import quick_result, run_workload
 from validation.tiers import FULL_WORKLOADS
 
 pytestmark = pytest.mark.workload
@@ -44,56 +40,12 @@ TOP_LEVEL = {
 STATUSES = {"pass", "fail", "inconclusive", "not_applicable"}
 
 
-if importlib.util.find_spec("tensorflow") is None:
-    pytest.skip(
-        "TensorFlow is not installed: install the 'workloads' extra (tensorflow-cpu)",
-        allow_module_level=True,
-    )
-
-
-def run_workload(name: str, *extra: str, tmp: Path) -> tuple[int, dict[str, Any], dict, float]:
-    """Exit status, the printed document, the --json file's document, and wall seconds. XLA's
-    cache is a fresh folder, ``tmp/xla`` (tests/workloads/test_warm_cpu.py reads it)."""
-    out = tmp / f"{name}.json"
-    env = {**os.environ, "CUDA_VISIBLE_DEVICES": ""}  # CPU even on a GPU machine
-    env["TF_XLA_FLAGS"] = f"--tf_xla_persistent_cache_directory={tmp / 'xla'}"
-    start = time.monotonic()
-    proc = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            f"validation.workloads.{name}",
-            "--quick",
-            "--json",
-            str(out),
-            *extra,
-        ],
-        cwd=ROOT,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=180,
-        check=False,
-    )
-    seconds = time.monotonic() - start
-    assert proc.stdout.strip(), f"{name} printed nothing; stderr:\n{proc.stderr[-3000:]}"
-    printed = json.loads(proc.stdout)
-    written = json.loads(out.read_text()) if out.exists() else {}
-    return proc.returncode, printed, written, seconds
-
-
-@cache
-def quick_result(name: str) -> tuple[int, dict[str, Any], dict, float, str]:
-    import tempfile
-
-    tmp = Path(tempfile.mkdtemp(prefix=f"workload-{name}-"))
-    status, printed, written, seconds = run_workload(name, tmp=tmp)
-    return status, printed, written, seconds, str(tmp)
-
-
 @pytest.mark.parametrize("name", WORKLOADS)
-def test_quick_tier_document(name: str) -> None:
+def test_quick_tier_document(name: str, record_property: Callable[[str, object], None]) -> None:
     status, doc, written, seconds, _ = quick_result(name)
+    # Reported (JUnit property, --durations), not asserted: a wall time on a shared 2-core
+    # machine says how loaded it was. The tier's budget is CI's, per phase.
+    record_property("quick_wall_s", round(seconds, 1))
     assert status == 0, doc["verdict"]
     assert doc == written  # --json PATH holds exactly what was printed
     assert set(doc) == TOP_LEVEL
@@ -120,7 +72,6 @@ def test_quick_tier_document(name: str) -> None:
             (run,) = check["evidence"]["runs"]
             assert run and check["evidence"]["type"] in ("pairs", "samples")
     assert doc["verdict"]["status"] == "pass", doc["verdict"]
-    assert seconds < 60, f"{name} --quick took {seconds:.1f} s"
 
 
 @pytest.mark.parametrize("name", WORKLOADS)
