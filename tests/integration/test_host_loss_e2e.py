@@ -220,11 +220,13 @@ def test_item10_failed_nccl_install_leaves_cudnn_held_and_a_rerun_recovers(
     sandbox: Sandbox, inventory: Path, served: Path, tmp_path: Path
 ) -> None:
     # The provisioned host loses its NCCL, so that the deploy installs it again (its cuDNN
-    # stays installed and held, as a first deploy leaves it when NCCL comes next).
+    # stays installed and held, as a first deploy leaves it when NCCL comes next), and apt's
+    # download cache with it: the reinstall must fetch from the mirror.
     ok(
         sandbox,
         H3,
-        "apt-mark unhold libnccl2 libnccl-dev && apt-get remove -y -q libnccl-dev libnccl2",
+        "apt-mark unhold libnccl2 libnccl-dev && apt-get remove -y -q libnccl-dev libnccl2"
+        " && rm -f /var/cache/apt/archives/libnccl*.deb",
     )
     (deb,) = served.glob("libnccl2_*.deb")
     shutil.move(deb, tmp_path / deb.name)  # the mirror lost the file: apt gets a 404
