@@ -89,8 +89,8 @@ if [ "$n" -gt 0 ]; then
 fi
 echo '{s}dpkg'
 n=0
-for f in /var/lib/dpkg/updates/* /var/lib/dpkg/updates/.[!.]* /var/lib/dpkg/updates/..?*; do
-  [ -e "$f" ] || [ -L "$f" ] || continue
+for f in /var/lib/dpkg/updates/*; do
+  case ${{f##*/}} in *[!0-9]*) continue ;; esac
   [ $n -lt 3 ] || break
   n=$((n + 1)); echo "pending update record ${{f##*/}}"
 done

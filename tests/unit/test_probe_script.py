@@ -33,7 +33,9 @@ def pci_function(root: Path, slot: str, vendor: str, pci_class: str, device: str
         (folder / name).write_text(value + "\n")  # sysfs ends each attribute with a newline
 
 
-def probe_in(tmp_path: Path, *, secure_boot: int | None, updates: int) -> list[str]:
+def probe_in(
+    tmp_path: Path, *, secure_boot: int | None, updates: int, leftovers: tuple[str, ...] = ()
+) -> list[str]:
     pci = tmp_path / "pci"
     pci.mkdir(parents=True)
     pci_function(pci, "0000:00:1f.0", "0x8086", "0x060100", "0x1c44")  # an Intel bridge
@@ -49,6 +51,8 @@ def probe_in(tmp_path: Path, *, secure_boot: int | None, updates: int) -> list[s
     dpkg_updates.mkdir()
     for index in range(updates):
         (dpkg_updates / f"{index:04d}").write_text("Package: x\n")
+    for name in leftovers:
+        (dpkg_updates / name).write_text("Package: x\n")
     command = HostProbe().command(env_dir=str(tmp_path / "env"), disk_paths=("/", "/nowhere/x"))
     mounts = (
         f"mount --bind {pci} /sys/bus/pci/devices && "
@@ -76,6 +80,15 @@ def test_nvidia_functions_secure_boot_and_update_records_are_read(tmp_path: Path
     assert not any("0003" in line for line in state.dpkg_problems)  # three at most
     assert set(state.free_disk) == {"/", "/nowhere/x"}  # the nearest existing parent's disk
     assert state.free_disk["/nowhere/x"] == state.free_disk["/"]
+
+
+def test_dpkgs_leftover_tmp_file_is_no_update_record(tmp_path: Path) -> None:
+    """apt counts names of digits alone (debSystem::CheckUpdates): dpkg's own ``tmp.i`` left
+    behind is not an interrupted run, so it must not plan a repair at every deploy."""
+    state = HostProbe().process(
+        probe_in(tmp_path, secure_boot=None, updates=0, leftovers=("tmp.i", ".hidden"))
+    )
+    assert not [line for line in state.dpkg_problems if line.startswith("pending update")]
 
 
 def test_secure_boot_off_absent_and_no_update_records(tmp_path: Path) -> None:
