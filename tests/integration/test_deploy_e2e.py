@@ -301,15 +301,16 @@ def test_periodic_units_verify_and_one_run_publishes_results_and_metrics(
 def test_drift_names_tampering_host_by_host_and_clears_after_reprovisioning(
     first_run: Run, sandbox: Sandbox, results_dir: Path, spec: NodeSpec
 ) -> None:
-    """Issue 6 acceptance: validate (baseline written), tamper with two hosts two ways, drift
-    exits 1 naming each change on its host only; re-provision; drift exits 0.
+    """Issue 6 acceptance: the baseline the quick validation above wrote, two hosts tampered
+    with two ways, drift exits 1 naming each change on its host only; re-provision; drift
+    exits 0.
 
     The quick tier, which drift itself runs: the full tier's workloads on three hosts sharing
     two cores took 190 s of CI's time here and prove nothing drift reads (the full tier runs
     end to end in test_calibrate_e2e and test_verdicts_e2e)."""
-    quick = validate(results_dir, "quick")
-    assert quick.returncode == 0, quick.stdout[-6000:] + quick.stderr[-3000:]
-    for name in GOOD:  # a passing run starts (or joins) each host's baseline of its tier
+    # The quick tier above passed on these hosts into the same results folder: its run
+    # started (or joined) each host's baseline of its tier, which drift compares with.
+    for name in GOOD:
         path = baseline.baseline_path(results_dir, name, "quick")
         assert baseline.load_baseline(path) is not None
     resolution = spec.resolve(os_id="ubuntu", os_version="22.04", arch="x86_64", gpu_device_ids=())
