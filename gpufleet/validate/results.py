@@ -148,6 +148,10 @@ def baseline_notes(results_dir: Path, documents: Sequence[dict[str, Any]]) -> li
     """
     notes = []
     for doc in documents:
+        if doc.get("selection") and doc.get("status") == "pass":
+            line = f"a partial run (--select {doc['selection']}): not added to the baseline"
+            notes.append({"state": "none", "lines": [line]})
+            continue
         try:
             path = baseline.record_run(results_dir, doc)
             if path is not None:
