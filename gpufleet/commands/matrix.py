@@ -13,7 +13,8 @@ from gpufleet.matrix.show import run
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="gpufleet matrix",
-        description="Resolve the versions and apt packages gpufleet would install on a host.",
+        description="Resolve the versions and apt packages gpufleet would install on a host. "
+        "Exit status: 0 resolved, 1 refused (a conflict), 2 bad input.",
         epilog="Example: gpufleet matrix --tf 2.21.0 --os ubuntu:22.04 --gpu 2330 "
         "--driver-branch 535  (refused: H100 needs PTX JIT)",
     )
@@ -26,8 +27,10 @@ def build_parser() -> argparse.ArgumentParser:
         "--gpu",
         action="append",
         default=[],
-        metavar="DEVICE_ID",
-        help="PCI device id of a GPU or NVSwitch (repeat, or comma-separate), e.g. 2330",
+        metavar="GPU",
+        help="PCI device id, name as nvidia-smi prints it, or part of one, of a GPU or "
+        "NVSwitch (repeat, or comma-separate), e.g. 2330 or 'H100 NVL'; an unknown one is "
+        "refused with the known list",
     )
     parser.add_argument("--driver-branch", type=int, help="driver branch, e.g. 580 (default: auto)")
     parser.add_argument("--cuda", help="system CUDA toolkit override, e.g. 12.8")

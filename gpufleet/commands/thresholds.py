@@ -28,8 +28,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--gpu-model",
         required=True,
-        help="name as nvidia-smi prints it, or PCI id ('cpu' with --gpu-count 0 --interconnect "
-        "none: a GPU-less host's calibration)",
+        help="name as nvidia-smi prints it, part of one that names one model, or PCI id ('cpu' "
+        "with --gpu-count 0 --interconnect none: a GPU-less host's calibration)",
     )
     parser.add_argument("--gpu-count", required=True, type=_count, help="GPUs in the host")
     parser.add_argument(
