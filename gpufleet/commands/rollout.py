@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 import tempfile
 from collections.abc import Sequence
@@ -113,6 +114,11 @@ def build_parser() -> argparse.ArgumentParser:
         help="Prometheus textfile for gpufleet_rollout_hosts{state=...}",
     )
     parser.add_argument("--results-dir", type=Path, default=Path("results"))
+    parser.add_argument(
+        "--json",
+        action="store_true",
+        help="print the plan (--dry) or the final state as JSON; progress goes to stderr",
+    )
     return parser
 
 
@@ -202,7 +208,8 @@ def run(args: argparse.Namespace) -> int:
         controller = str(everyone[0].data.get("slurm_controller") or "")
         method = pf.drain_method(kind, args.cordon_cmd, controller)
         if args.dry:
-            print("\n".join(machine.plan(saved, scheduler, options, drain=method)))
+            lines = machine.plan(saved, scheduler, options, drain=method)
+            print(json.dumps({"drain": method, "plan": lines}) if args.json else "\n".join(lines))
             return 0
         from gpufleet.rollout.steps import real_steps
 
@@ -215,7 +222,7 @@ def run(args: argparse.Namespace) -> int:
             data=args.data,
             select=args.select,
         )
-        console = Console()
+        console = Console(stderr=args.json)
         console.print(f"drain: {method}", soft_wrap=True, markup=False)
         with progress.display(saved, console) as log:
             result = machine.Rollout(
@@ -228,6 +235,8 @@ def run(args: argparse.Namespace) -> int:
                 log=log,
             ).run()
     summary(result, console)
+    if args.json:
+        print(result.to_json(), end="")
     return 0 if not result.in_state("failed", "pending") else 1
 
 

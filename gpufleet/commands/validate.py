@@ -91,6 +91,9 @@ def build_parser() -> argparse.ArgumentParser:
         "--list-checks", action="store_true", help="print the tier's check names and exit"
     )
     parser.add_argument(
+        "--json", action="store_true", help="print a summary per host as JSON, not the tables"
+    )
+    parser.add_argument(
         "-q",
         "--quiet",
         action="store_true",

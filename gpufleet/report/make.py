@@ -75,6 +75,11 @@ def _fail(message: str) -> int:
     return 2
 
 
+def exit_status(fleet: Fleet) -> int:
+    """1 when some host's latest run failed or could not run (exit-code table), else 0."""
+    return 1 if any(h.latest["status"] in ("fail", "error") for h in fleet.hosts) else 0
+
+
 def run(args: argparse.Namespace) -> int:
     """Do what `gpufleet report` was asked; the exit status."""
     if args.html:  # before reading anything: a bad path is the operator's to fix first
@@ -109,4 +114,4 @@ def run(args: argparse.Namespace) -> int:
         print_fleet(fleet)
         if args.html:
             print(plain(f"HTML report: {args.html}"))
-    return 0
+    return exit_status(fleet)

@@ -197,6 +197,25 @@ def _output_problem(args: argparse.Namespace, run_id: str) -> str:
     return problem
 
 
+def json_summary(shown: list[dict[str, Any]], run_id: str, junit: Path) -> dict[str, Any]:
+    """What ``gpufleet validate --json`` prints: per host its status, reason, counts, file."""
+    from gpufleet.text import redact_data
+
+    hosts = [
+        {
+            "host": doc["host"],
+            "status": doc["status"],
+            "run_error": doc["run_error"],
+            "summary": doc["summary"],
+            "selection": doc.get("selection"),
+            "baseline": doc["_baseline"].get("state"),
+            "results": doc["_path"],
+        }
+        for doc in shown
+    ]
+    return redact_data({"run_id": run_id, "junit": str(junit), "hosts": hosts})
+
+
 def run(args: argparse.Namespace) -> int:
     """Validate the hosts ``gpufleet validate`` was given; write and show results; exit status."""
     try:
@@ -280,7 +299,8 @@ def run_hosts(
     if getattr(args, "scheduler", "none") == "slurm":  # gpufleet.scheduler.validate_hook
         from gpufleet.scheduler.validate_hook import SlurmValidate
 
-        slurm = SlurmValidate(workdir, log=lambda line: print(plain(line)))
+        out = sys.stderr if getattr(args, "json", False) else sys.stdout  # --json: stdout is JSON
+        slurm = SlurmValidate(workdir, log=lambda line: print(plain(line), file=out))
         selects = slurm.before(pending, selection.expression)
     progress = Progress(len(runs), args.tier, quiet=getattr(args, "quiet", False))
     for run in runs:
@@ -324,12 +344,14 @@ def run_hosts(
         return 2
     documents = [run.document for run in runs if run.document is not None]
     notes = baseline_notes(args.results_dir, documents)
-    print_report(
-        [
-            {**doc, "_path": str(path), "_baseline": note}
-            for doc, path, note in zip(documents, paths, notes, strict=True)
-        ]
-    )
-    print(plain(f"results: {args.results_dir}/*/{run_id}.json  junit: {junit}"))
+    shown = [
+        {**doc, "_path": str(path), "_baseline": note}
+        for doc, path, note in zip(documents, paths, notes, strict=True)
+    ]
+    if getattr(args, "json", False):
+        print(json.dumps(json_summary(shown, run_id, junit), indent=2))
+    else:
+        print_report(shown)
+        print(plain(f"results: {args.results_dir}/*/{run_id}.json  junit: {junit}"))
     shutil.rmtree(workdir, ignore_errors=True)
     return documents
