@@ -280,9 +280,10 @@ def build_report(
             if _unreachable(found):
                 host.status = "unreachable"
                 host.reason = _reason(found, "could not connect")
-            else:
+            else:  # the host's own lines (a preflight refusal) say why, not "No hosts remaining!"
                 host.status = "error"
-                host.reason = f"pyinfra stopped before planning (exit {run.returncode}): {last}"
+                stopped = f"pyinfra stopped before planning (exit {run.returncode}): {last}"
+                host.reason = "; ".join(found.messages) or stopped
         return DriftReport(hosts=hosts, checked_at=checked_at, notes=[f"pyinfra said:\n{fatal}"])
     for op in plan:
         name = str(op["name"])
