@@ -132,7 +132,7 @@ def make_scheduler(
     from gpufleet.scheduler.remote import ssh_runner
     from gpufleet.scheduler.slurm import Slurm
 
-    controller = str(hosts[0].data.get("slurm_controller") or "")
+    controller = str({**hosts[0].data, **pf.parse_data(args.data)}.get("slurm_controller") or "")
     match = [h for h in hosts if controller in (h.name, str(h.ssh_hostname))]
     if not match:
         raise st.RolloutError(
@@ -205,7 +205,8 @@ def run(args: argparse.Namespace) -> int:
     }
     with tempfile.TemporaryDirectory(prefix="gpufleet-rollout-") as tmp:
         scheduler = make_scheduler(kind, everyone, args, Path(tmp))
-        controller = str(everyone[0].data.get("slurm_controller") or "")
+        overrides = pf.parse_data(args.data)
+        controller = str({**everyone[0].data, **overrides}.get("slurm_controller") or "")
         method = pf.drain_method(kind, args.cordon_cmd, controller)
         if args.dry:
             lines = machine.plan(saved, scheduler, options, drain=method)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import difflib
 import json
 import sys
 from collections.abc import Sequence
@@ -93,6 +94,15 @@ def run(args: argparse.Namespace) -> int:
         return _fail(str(exc))
     except OSError as exc:
         return _fail(f"cannot read {args.results_dir}: {exc.strerror or exc}")
+    unknown = sorted(set(margins) - {f.key for host in fleet.hosts for f in host.figures})
+    if unknown:
+        known = sorted({f.key for host in fleet.hosts for f in host.figures})
+        close = difflib.get_close_matches(unknown[0], known, n=1, cutoff=0.4)
+        hint = f" Did you mean {close[0]!r}?" if close else ""
+        return _fail(
+            f"--figure-margin {', '.join(unknown)}: no host's figures have that key.{hint} "
+            f"The keys (WORKLOAD/METRIC): {', '.join(known) or '(none: no figures yet)'}"
+        )
     for host in fleet.hosts:  # say it, even where the table has no room for it
         drift_problem = [host.drift.reason] if host.drift and host.drift.status == "error" else []
         for problem in host.problems + drift_problem:

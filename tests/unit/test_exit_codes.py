@@ -82,3 +82,22 @@ def test_the_table_is_documented_and_in_the_help() -> None:
         timeout=60,
     )
     assert "3 could not reach a host" in " ".join(proc.stdout.split())
+
+
+def test_an_unknown_figure_margin_key_is_refused(
+    tmp_path: Path, capsys: pytest.CaptureFixture
+) -> None:
+    # review §3 item 22: --figure-margin xla=0.2 was accepted and did nothing
+    root = fleet(tmp_path)
+    assert report_cmd.main(["--results-dir", str(root), "--figure-margin", "xla=0.2"]) == 2
+    err = capsys.readouterr().err
+    assert "--figure-margin xla: no host's figures have that key" in err
+    assert "xla/speedup" in err  # the known keys, named as the option wants them
+
+
+def test_an_unsupported_connector_names_no_single_subcommand() -> None:
+    from gpufleet.inventory import InventoryError, host_from_dict
+
+    with pytest.raises(InventoryError) as info:
+        host_from_dict({"name": "@fake/gpu-a", "data": {}})
+    assert "not supported by gpufleet (validate, rollout and thresholds" in str(info.value)
