@@ -245,6 +245,8 @@ def _gpu_families(health: Mapping[str, Any] | None) -> list[Family]:
             "uuid": str(gpu.get("uuid") or ""),
             "pci_bus_id": str(gpu.get("pci_bus_id") or ""),
         }
+        # DCGM exporter's label names too, so gpufleet_gpu_* joins DCGM_FI_DEV_* on UUID
+        labels |= {"UUID": labels["uuid"], "modelName": labels["name"]}
         measured = (
             (ecc, "ecc_uncorrected_volatile"),
             (temperature, "temperature_c"),

@@ -62,3 +62,18 @@ def test_old_units_come_with_their_base_unit_twins() -> None:
         series["gpufleet_cluster_link_gbps"][0][0]
         == (series["gpufleet_cluster_link_bits_per_second"][0][0])
     )
+
+
+def test_per_gpu_series_carry_dcgm_exporters_labels() -> None:
+    # review §4.6: gpu/name/uuid did not join DCGM exporter's UUID/modelName
+    import json
+
+    from gpufleet.report import prometheus
+
+    doc = json.loads((REPO_ROOT / "tests/fixtures/results/validate-local-quick.json").read_text())
+    gpu = {"name": "NVIDIA H100 80GB HBM3", "uuid": "GPU-1f2e", "pci_bus_id": "00000000:1B:00.0"}
+    doc["gpu_health"] = {"gpus": [{**gpu, "temperature_c": 41}], "findings": []}
+    (labels, value) = parse(prometheus.render(doc))["gpufleet_gpu_temperature_celsius"][0]
+    assert value == 41
+    assert 'UUID="GPU-1f2e"' in labels and 'modelName="NVIDIA H100 80GB HBM3"' in labels
+    assert 'uuid="GPU-1f2e"' in labels  # the old label names stay
