@@ -181,14 +181,20 @@ def fleet_table(docs: Sequence[Mapping[str, Any]]) -> Table:
     with_baseline = any("_baseline" in doc for doc in docs)
     if with_baseline:
         table.add_column("baseline", no_wrap=True)
+    # a host that could not run has no check to count: its reason says why (review §3 item 5)
+    with_reason = any(doc.get("run_error") for doc in docs)
+    if with_reason:
+        table.add_column("reason", overflow="fold", max_width=60)
     table.add_column("results", overflow="fold")
     for doc in docs:
         summary = doc.get("summary", {})
+        why = str(doc.get("run_error") or "").strip().splitlines()
         table.add_row(
             cell(doc["host"]),
             cell(doc["status"], STATUS_STYLES.get(doc["status"], "")),
             *(str(summary.get(s, 0)) for s in ("pass", "fail", "error", "inconclusive", "skipped")),
             *([baseline_cell(doc.get("_baseline"))] if with_baseline else []),
+            *([cell(why[0][:200] if why else "")] if with_reason else []),
             cell(doc.get("_path", "")),
         )
     return table

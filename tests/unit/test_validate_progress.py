@@ -136,3 +136,28 @@ def test_a_run_without_a_baseline_figure_does_not_join(tmp_path: Path) -> None:
     fewer = ff.document("gpu-a", started_at=ff.when(2), workloads=ff.gpu_workloads()[:1])
     assert baseline.add_run(path, fewer) is None
     assert not baseline.qualifies({**first, "selection": "host_state::*"})
+
+
+def test_the_fleet_table_gives_a_host_that_could_not_run_its_reason() -> None:
+    from rich.console import Console
+
+    from gpufleet.report.schema import new_document
+    from gpufleet.report.terminal import fleet_table
+
+    doc = new_document(
+        host="gpu-03",
+        run_id="r",
+        started_at="t",
+        tier="quick",
+        target="ssh://gpu-03",
+        spec={},
+        checks=[],
+        workloads=[],
+        gpu_health=None,
+        run_error="could not reach gpu-03: ssh: connect to host gpu-03 port 22: No route\nmore",
+    )
+    console = Console(width=200, record=True)
+    console.print(fleet_table([doc]))
+    text = console.export_text()
+    assert "reason" in text and "could not reach gpu-03: ssh: connect" in text
+    assert "more" not in text
