@@ -334,7 +334,6 @@ def run_hosts(
     junit = args.junit_xml or args.results_dir / "junit" / f"{run_id}.xml"
     try:
         paths = write_results(runs, args.results_dir, run_id)
-        merge_junit(runs, junit)
     except OSError as exc:  # checked at the start; something changed it since
         print(
             plain(f"gpufleet validate: cannot write results ({exc}); check --results-dir"),
@@ -342,6 +341,13 @@ def run_hosts(
         )
         shutil.rmtree(workdir, ignore_errors=True)
         return 2
+    try:
+        merge_junit(runs, junit)
+    except OSError as exc:  # the results are written: say so, and still show them
+        flag = "--junit-xml" if args.junit_xml else "--results-dir (its junit/ folder)"
+        print(
+            plain(f"gpufleet validate: cannot write {junit} ({exc}); check {flag}"), file=sys.stderr
+        )
     documents = [run.document for run in runs if run.document is not None]
     notes = baseline_notes(args.results_dir, documents)
     shown = [

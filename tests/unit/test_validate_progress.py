@@ -161,3 +161,15 @@ def test_the_fleet_table_gives_a_host_that_could_not_run_its_reason() -> None:
     text = console.export_text()
     assert "reason" in text and "could not reach gpu-03: ssh: connect" in text
     assert "more" not in text
+
+
+def test_a_junit_path_that_cannot_be_created_is_refused_first(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # review §3 item 12: found only after the run, naming --results-dir, with no table
+    results = tmp_path / "results"
+    args = ["@local", "--junit-xml", "/proc/gpufleet-x.xml", "--results-dir", str(results)]
+    assert validate_cmd.main(args) == 2
+    err = capsys.readouterr().err
+    assert "--junit-xml /proc/gpufleet-x.xml cannot be created" in err
+    assert "[0/1]" not in err and not list(results.glob("@local/*.json"))
