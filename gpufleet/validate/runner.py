@@ -341,13 +341,12 @@ def run_hosts(
         )
         shutil.rmtree(workdir, ignore_errors=True)
         return 2
+    junit_problem = ""
     try:
         merge_junit(runs, junit)
-    except OSError as exc:  # the results are written: say so, and still show them
+    except OSError as exc:  # the results are written: say so, show them, then exit 2
         flag = "--junit-xml" if args.junit_xml else "--results-dir (its junit/ folder)"
-        print(
-            plain(f"gpufleet validate: cannot write {junit} ({exc}); check {flag}"), file=sys.stderr
-        )
+        junit_problem = f"gpufleet validate: cannot write {junit} ({exc}); check {flag}"
     documents = [run.document for run in runs if run.document is not None]
     notes = baseline_notes(args.results_dir, documents)
     shown = [
@@ -360,4 +359,7 @@ def run_hosts(
         print_report(shown)
         print(plain(f"results: {args.results_dir}/*/{run_id}.json  junit: {junit}"))
     shutil.rmtree(workdir, ignore_errors=True)
+    if junit_problem:
+        print(plain(junit_problem), file=sys.stderr)
+        return 2
     return documents

@@ -173,3 +173,18 @@ def test_a_junit_path_that_cannot_be_created_is_refused_first(
     err = capsys.readouterr().err
     assert "--junit-xml /proc/gpufleet-x.xml cannot be created" in err
     assert "[0/1]" not in err and not list(results.glob("@local/*.json"))
+
+
+def test_a_junit_write_that_fails_after_the_run_still_shows_the_results(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def broken(runs: Any, out: Path) -> None:
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(runner, "merge_junit", broken)
+    junit = tmp_path / "j.xml"
+    args = ["@local", "-q", "--junit-xml", str(junit), "--results-dir", str(tmp_path / "r")]
+    assert validate_cmd.main([*args, "--select", "host_state::os_supported"]) == 2
+    captured = capsys.readouterr()
+    assert "host_state::os_supported" in captured.out  # the table is shown
+    assert f"cannot write {junit}" in captured.err and "check --junit-xml" in captured.err
