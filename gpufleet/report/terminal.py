@@ -200,13 +200,32 @@ def fleet_table(docs: Sequence[Mapping[str, Any]]) -> Table:
     return table
 
 
+def grouped(docs: Sequence[Mapping[str, Any]], shown: int = 5) -> list[Mapping[str, Any]]:
+    """The documents to draw a table for: hosts that could not run for the same reason (an
+    inventory problem of their group) share one table, titled with their names."""
+    same: dict[tuple[str, str], list[Mapping[str, Any]]] = {}
+    for doc in docs:
+        if doc.get("run_error") and not doc.get("checks"):
+            same.setdefault((str(doc["run_error"]), str(doc.get("tier"))), []).append(doc)
+    out: list[Mapping[str, Any]] = []
+    for doc in docs:
+        group = same.get((str(doc.get("run_error")), str(doc.get("tier"))), [doc])
+        if len(group) == 1 or not any(d is doc for d in group):
+            out.append(doc)
+        elif doc is group[0]:
+            names = [str(d["host"]) for d in group]
+            listed = ", ".join(names[:shown]) + (", ..." if len(names) > shown else "")
+            out.append({**doc, "host": f"{len(names)} hosts ({listed})", "target": "same reason"})
+    return out
+
+
 def print_report(docs: Sequence[Mapping[str, Any]], console: Console | None = None) -> None:
     """Print every host's table, then the fleet summary."""
     if console is None:
         console = Console()
         if not console.is_terminal:  # logs and CI: wide enough that messages stay readable
             console = Console(width=160)
-    for doc in docs:
+    for doc in grouped(docs):
         console.print(host_table(doc))
         vendor = vendor_table(doc)
         if vendor is not None:

@@ -188,3 +188,29 @@ def test_a_junit_write_that_fails_after_the_run_still_shows_the_results(
     captured = capsys.readouterr()
     assert "host_state::os_supported" in captured.out  # the table is shown
     assert f"cannot write {junit}" in captured.err and "check --junit-xml" in captured.err
+
+
+def test_hosts_refused_for_the_same_reason_share_one_table() -> None:
+    # review §3 item 4: one identical error table per host (200 on a real fleet)
+    from gpufleet.report.schema import new_document
+    from gpufleet.report.terminal import grouped
+
+    def refused(host: str, why: str) -> dict[str, Any]:
+        return new_document(
+            host=host,
+            run_id="r",
+            started_at="t",
+            tier="quick",
+            target=f"ssh://{host}",
+            spec={},
+            checks=[],
+            workloads=[],
+            gpu_health=None,
+            run_error=why,
+        )
+
+    typo = "unknown inventory key 'driver_brnach'. Did you mean 'driver_branch'?"
+    docs = [refused("a", typo), refused("b", "could not reach b"), refused("c", typo)]
+    shown = grouped(docs)
+    assert [d["host"] for d in shown] == ["2 hosts (a, c)", "b"]
+    assert shown[0]["run_error"] == typo
