@@ -135,7 +135,8 @@ def host_from_dict(entry: Mapping[str, Any]) -> InventoryHost:
     if name.startswith("@") and not name.startswith("@ssh/"):
         connector = name[1:].split("/", 1)[0]
         raise InventoryError(
-            f"host {name}: the @{connector} connector is not supported by gpufleet validate; "
+            f"host {name}: the @{connector} connector is not supported by gpufleet (validate, "
+            "rollout and thresholds reach hosts over OpenSSH); "
             "use SSH hosts or @local"
         )
     if data.get("ssh_password"):

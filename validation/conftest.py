@@ -9,6 +9,7 @@ One host per run: the results JSON describes exactly one host.
 
 from __future__ import annotations
 
+import fnmatch
 import json
 import os
 import time
@@ -44,6 +45,11 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         "--tier", choices=("quick", "full"), help="quick or full (default: from expectations)"
     )
     group.addoption("--run-id", help="run identifier (default: from expectations, else new)")
+    group.addoption(
+        "--checks",
+        help="comma-separated check names or globs as results name them "
+        "(host_state::os_supported); the others are deselected",
+    )
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -126,6 +132,12 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         return MODULE_ORDER.index(stem) if stem in MODULE_ORDER else len(MODULE_ORDER)
 
     items.sort(key=order)
+    wanted = [p for p in (config.getoption("checks", None) or "").split(",") if p]
+    if wanted:
+        kept = [i for i in items if any(fnmatch.fnmatchcase(check_name(i), p) for p in wanted)]
+        chosen = {id(i) for i in kept}
+        config.hook.pytest_deselected(items=[i for i in items if id(i) not in chosen])
+        items[:] = kept
     hosts = {
         item.callspec.params["_testinfra_host"].backend.get_pytest_id()
         for item in items

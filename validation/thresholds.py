@@ -135,14 +135,18 @@ def read_table(path: Path = DEFAULT_PATH) -> dict[str, Any]:
 
 def _check_overrides(overrides: Mapping[str, Any], known: Mapping[str, Any]) -> dict[str, float]:
     checked: dict[str, float] = {}
-    for key, value in overrides.items():
-        if key not in known:
+    unknown = [key for key in overrides if key not in known]  # every one, in one message
+    if unknown:
+        named = []
+        for key in unknown:
             close = difflib.get_close_matches(str(key), list(known), n=1)
-            hint = f"; did you mean {close[0]!r}?" if close else ""
-            raise ThresholdsError(
-                f"unknown threshold {key!r} in the inventory's 'thresholds'{hint} "
-                f"Known thresholds: {', '.join(sorted(known))}"
-            )
+            named.append(f"{key!r}" + (f" (did you mean {close[0]!r}?)" if close else ""))
+        word = "threshold" if len(unknown) == 1 else "thresholds"
+        raise ThresholdsError(
+            f"unknown {word} {', '.join(named)} in the inventory's 'thresholds'. "
+            f"Known thresholds: {', '.join(sorted(known))}"
+        )
+    for key, value in overrides.items():
         if isinstance(value, bool) or not isinstance(value, (int, float)):
             raise ThresholdsError(
                 f"threshold {key!r} must be a number; got {value!r} ({type(value).__name__})"

@@ -7,6 +7,7 @@ import shutil
 import signal
 import sys
 import tempfile
+from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
@@ -110,34 +111,86 @@ def training_section(
     return section, [h.name for h in named], how
 
 
+REACH_TIMEOUT_S = 20
+NOT_REACHED = "not reached: nothing was started there"
+
+
+def unreachable(launcher: Launcher, hosts: list[ClusterHost]) -> dict[str, str]:
+    """Per host that does not answer one ``true`` over SSH, why; asked of every host at once,
+    before anything is measured, so a host that is down is named and no other is blamed."""
+
+    def reach(host: ClusterHost) -> tuple[str, str]:
+        status, _out, err = launcher.run(host, "true", timeout=REACH_TIMEOUT_S)
+        lines = [line for line in err.strip().splitlines() if line.strip()]
+        return host.name, "" if status == 0 else (lines[-1] if lines else f"ssh exit {status}")
+
+    with ThreadPoolExecutor(max_workers=min(16, len(hosts)) or 1) as pool:
+        return {name: why for name, why in pool.map(reach, hosts) if why}
+
+
+def _not_reached(doc: dict[str, Any], down: dict[str, str]) -> None:
+    doc["checks"] += [
+        {
+            "name": f"reach::{name}",
+            "status": "error",
+            "reason": f"could not reach {name}: {why}",
+            "figures": {},
+        }
+        for name, why in down.items()
+    ]
+    doc["run_error"] = (
+        f"could not reach {', '.join(down)}; nothing was measured and no host is blamed. Fix: "
+        "check that each is up and its ssh_hostname and ssh_key, or leave it out with --limit"
+    )
+
+
+def measure_group(
+    launcher: Launcher, hosts: list[ClusterHost], doc: dict[str, Any], steps: int
+) -> None:
+    """The network, the job and nccl-tests, each with its culprit search, into ``doc``."""
+    from gpufleet.cluster import output
+
+    doc["network"] = network.measure(launcher, hosts)
+    doc["checks"] += network_checks(doc["network"])
+    named, how = network_culprits(hosts, doc["network"])
+    if named or any(c["status"] == "fail" for c in doc["checks"]):
+        doc["culprits"].append({"check": "network", "hosts": named, "how": how})
+    doc["training"], named, how = training_section(launcher, hosts, steps)
+    doc["checks"].append(output.training_check(doc["training"]))
+    if doc["training"]["status"] == "fail":
+        doc["culprits"].append({"check": "training", "hosts": named, "how": how})
+    doc["nccl_tests"], named, how = nccl.section(launcher, hosts)
+    doc["checks"].append(output.nccl_check(doc["nccl_tests"]))
+    if doc["nccl_tests"]["status"] == "fail":
+        doc["culprits"].append({"check": "nccl_tests", "hosts": named, "how": how})
+
+
 def run_group(
     launcher: Launcher, hosts: list[ClusterHost], *, group: str, run_id: str, steps: int
 ) -> dict[str, Any]:
     """The group's network, its job, nccl-tests, culprits and clean-up: the results document."""
-    from gpufleet.cluster import output
-
     doc = new_document(run_id=run_id, group=group, hosts=hosts, started_at=_now())
     previous = signal.signal(signal.SIGTERM, _interrupted)  # a CI timeout cleans up too
+    down: dict[str, str] = {}
     try:
-        doc["network"] = network.measure(launcher, hosts)
-        doc["checks"] += network_checks(doc["network"])
-        named, how = network_culprits(hosts, doc["network"])
-        if named or any(c["status"] == "fail" for c in doc["checks"]):
-            doc["culprits"].append({"check": "network", "hosts": named, "how": how})
-        doc["training"], named, how = training_section(launcher, hosts, steps)
-        doc["checks"].append(output.training_check(doc["training"]))
-        if doc["training"]["status"] == "fail":
-            doc["culprits"].append({"check": "training", "hosts": named, "how": how})
-        doc["nccl_tests"], named, how = nccl.section(launcher, hosts)
-        doc["checks"].append(output.nccl_check(doc["nccl_tests"]))
-        if doc["nccl_tests"]["status"] == "fail":
-            doc["culprits"].append({"check": "nccl_tests", "hosts": named, "how": how})
+        down = unreachable(launcher, hosts)
+        if down:
+            _not_reached(doc, down)
+        else:
+            measure_group(launcher, hosts, doc, steps)
     except KeyboardInterrupt:
         doc["run_error"] = "interrupted; the job was stopped on every host"
     finally:
         signal.signal(signal.SIGTERM, signal.SIG_IGN)  # the clean-up itself runs to its end
-        doc["cleanup"] = launcher.cleanup(hosts, PORTS)
+        up = [h for h in hosts if h.name not in down]
+        doc["cleanup"] = {**launcher.cleanup(up, PORTS), **dict.fromkeys(down, NOT_REACHED)}
         signal.signal(signal.SIGTERM, previous)
+    return _finished(doc)
+
+
+def _finished(doc: dict[str, Any]) -> dict[str, Any]:
+    from gpufleet.cluster import output
+
     doc["finished_at"] = _now()
     output.finish(doc)
     validate_cluster_results(doc)
@@ -166,7 +219,8 @@ def run(args: argparse.Namespace) -> int:
     try:
         doc = run_group(launcher, hosts, group=group, run_id=run_id, steps=args.cluster_steps)
         paths = output.write_all(doc, args.results_dir, args.junit_xml)
-        prom = output.push_prometheus(launcher, hosts, doc)
+        reached = [h for h in hosts if doc["cleanup"].get(h.name) != NOT_REACHED]
+        prom = output.push_prometheus(launcher, reached, doc)
     except OSError as exc:
         print(plain(f"gpufleet validate: cannot write results ({exc})"), file=sys.stderr)
         return 2

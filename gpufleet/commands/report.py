@@ -6,9 +6,10 @@ Example::
     gpufleet report results/ --html report.html    # one self-contained file with plots
     gpufleet report results/ --json                # for machines
 
-Exit status: 0 the report was made (a host whose results files cannot be read is an `error`
-row, named on stderr too), 2 the results directory holds nothing readable to report or an
-option is unusable (e.g. --html naming a directory).
+Exit status (docs/exit-codes.md): 0 the report was made and every host's latest run passed
+(or is unproven), 1 some host's latest run failed or could not run (a host whose results files
+cannot be read is an `error` row, named on stderr too), 2 the results directory holds nothing
+readable to report or an option is unusable (e.g. --html naming a directory).
 """
 
 from __future__ import annotations
@@ -26,7 +27,14 @@ def build_parser() -> argparse.ArgumentParser:
         prog="gpufleet report",
         description="Render the results documents of a results directory into a fleet report.",
     )
-    parser.add_argument("results_dir", type=Path, metavar="RESULTS_DIR")
+    # the results directory was positional once: kept, hidden, for one release
+    parser.add_argument("old_results_dir", nargs="?", type=Path, help=argparse.SUPPRESS)
+    parser.add_argument(
+        "--results-dir",
+        type=Path,
+        metavar="DIR",
+        help="the results directory gpufleet validate wrote (default: ./results)",
+    )
     parser.add_argument("--html", type=Path, metavar="PATH", help="write the HTML report here")
     parser.add_argument("--json", action="store_true", help="print the fleet summary as JSON")
     parser.add_argument(
@@ -48,4 +56,9 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    return run(build_parser().parse_args(argv))
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if args.old_results_dir and args.results_dir:
+        parser.error("give the results directory once: --results-dir DIR")
+    args.results_dir = args.results_dir or args.old_results_dir or Path("results")
+    return run(args)

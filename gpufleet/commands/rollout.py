@@ -1,8 +1,9 @@
-"""`gpufleet rollout INVENTORY [DEPLOY]`: upgrade the fleet a few hosts at a time, gated."""
+"""`gpufleet rollout INVENTORY [--deploy PATH]`: upgrade the fleet a few hosts at a time, gated."""
 
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 import tempfile
 from collections.abc import Sequence
@@ -12,6 +13,7 @@ from rich.console import Console
 
 from gpufleet.inventory import InventoryError, InventoryHost, load_hosts
 from gpufleet.rollout import machine, progress
+from gpufleet.rollout import preflight as pf
 from gpufleet.rollout import state as st
 from gpufleet.scheduler.rule import SchedulerError
 
@@ -19,8 +21,24 @@ EPILOG = """\
 Per host: pending -> draining -> waiting-for-jobs -> deploying -> rebooting -> validating ->
 resuming -> done; failed hosts stay drained with the reason. The state file is written after
 every transition: run the same command again to continue a rollout that was stopped.
-Example: gpufleet rollout inventories/prod.py --data driver_branch=580 --max-unavailable 10%
+Before the first drain every host's data (with --data), the deploy file and the drain method
+are checked; a problem stops the rollout with no host touched (--dry checks the same).
+Without a scheduler, pass --cordon-cmd (e.g. 'kubectl cordon {host}') or --no-drain.
+Example: gpufleet rollout inventories/prod.py --scheduler slurm --data driver_branch=580 \
+  --max-unavailable 10%
+Exit status: 0 every host done, 1 a host failed or is still pending, 2 bad usage or a refused
+check (nothing touched).
 """
+
+
+def _seconds(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"{text} is negative; give 0 or more seconds")
+    return value
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -31,12 +49,30 @@ def build_parser() -> argparse.ArgumentParser:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("inventory", help="pyinfra inventory file")
-    parser.add_argument("deploy", nargs="?", default="deploy/gpu_node.py", help="pyinfra deploy")
-    parser.add_argument("--max-unavailable", default="1", metavar="N|P%")
-    parser.add_argument("--max-failures", type=int, default=1, metavar="N")
+    # the deploy was positional once: kept, hidden, for one release
+    parser.add_argument("old_deploy", nargs="?", default=None, help=argparse.SUPPRESS)
+    parser.add_argument(
+        "--deploy",
+        default=None,
+        metavar="PATH",
+        help="the pyinfra deploy (default: deploy/gpu_node.py of this checkout)",
+    )
+    parser.add_argument(
+        "--max-unavailable",
+        default="1",
+        metavar="N|P%",
+        help="hosts out of service at once, counting those others drained (default 1)",
+    )
+    parser.add_argument(
+        "--max-failures",
+        type=int,
+        default=1,
+        metavar="N",
+        help="stop starting hosts after N failed (default 1)",
+    )
     parser.add_argument(
         "--wait-for-jobs",
-        type=float,
+        type=_seconds,
         default=None,
         metavar="S",
         help="seconds to wait for running jobs (default: as long as they run); then skip",
@@ -53,8 +89,16 @@ def build_parser() -> argparse.ArgumentParser:
         default=None,
         help="default: the inventory's scheduler key",
     )
-    parser.add_argument("--cordon-cmd", metavar="CMD", help="--scheduler none: run to drain")
+    parser.add_argument(
+        "--cordon-cmd", metavar="CMD", help="--scheduler none: run to drain ({host}: its name)"
+    )
     parser.add_argument("--uncordon-cmd", metavar="CMD", help="--scheduler none: to resume")
+    parser.add_argument(
+        "--no-drain",
+        action="store_true",
+        help="--scheduler none: deploy and reboot hosts without draining them (nothing runs "
+        "on them)",
+    )
     parser.add_argument(
         "--data",
         action="append",
@@ -70,6 +114,11 @@ def build_parser() -> argparse.ArgumentParser:
         help="Prometheus textfile for gpufleet_rollout_hosts{state=...}",
     )
     parser.add_argument("--results-dir", type=Path, default=Path("results"))
+    parser.add_argument(
+        "--json",
+        action="store_true",
+        help="print the plan (--dry) or the final state as JSON; progress goes to stderr",
+    )
     return parser
 
 
@@ -83,7 +132,7 @@ def make_scheduler(
     from gpufleet.scheduler.remote import ssh_runner
     from gpufleet.scheduler.slurm import Slurm
 
-    controller = str(hosts[0].data.get("slurm_controller") or "")
+    controller = str({**hosts[0].data, **pf.parse_data(args.data)}.get("slurm_controller") or "")
     match = [h for h in hosts if controller in (h.name, str(h.ssh_hostname))]
     if not match:
         raise st.RolloutError(
@@ -99,13 +148,41 @@ def summary(state: st.RolloutState, console: Console) -> None:
     console.print(progress.counts_line(state), soft_wrap=True, markup=False)
 
 
+def preflight(
+    args: argparse.Namespace, everyone: Sequence[InventoryHost], hosts: Sequence[InventoryHost]
+) -> tuple[str, str]:
+    """Everything the rollout needs, checked before any host is touched: the scheduler kind
+    and the deploy path; every problem found is raised together."""
+    overrides = pf.parse_data(args.data)
+    problems = pf.data_problems(hosts, overrides, args.inventory)
+    if args.scheduler:
+        kind, source = args.scheduler, "from --scheduler"
+    else:
+        merged = {**everyone[0].data, **overrides}
+        kind = str(merged.get("scheduler") or "none")
+        source = "the inventory's scheduler key" if merged.get("scheduler") else "the default"
+    if args.deploy and args.old_deploy:
+        problems.append("give the deploy once: --deploy PATH (the positional form is old)")
+    deploy, found = pf.resolve_deploy(args.deploy or args.old_deploy)
+    problems += found
+    problems += pf.drain_problems(kind, source, args.cordon_cmd, args.no_drain)
+    problems += pf.command_problems("--cordon-cmd", args.cordon_cmd)
+    problems += pf.command_problems("--uncordon-cmd", args.uncordon_cmd)
+    if len(problems) == 1:
+        raise st.RolloutError(f"{problems[0]}; no host was touched")
+    if problems:
+        listed = "\n".join(f"  - {p}" for p in problems)
+        raise st.RolloutError(f"{len(problems)} problems, no host was touched:\n{listed}")
+    return kind, deploy
+
+
 def run(args: argparse.Namespace) -> int:
     if args.max_failures < 1:
         raise st.RolloutError("--max-failures must be 1 or more")
     everyone = load_hosts(args.inventory)
     hosts = load_hosts(args.inventory, args.limit) if args.limit else everyone
     names = [h.name for h in hosts]
-    kind = args.scheduler or str(everyone[0].data.get("scheduler") or "none")
+    kind, deploy = preflight(args, everyone, hosts)
     options = machine.Options(
         max_unavailable=machine.parse_max_unavailable(args.max_unavailable, len(everyone)),
         max_failures=args.max_failures,
@@ -128,21 +205,26 @@ def run(args: argparse.Namespace) -> int:
     }
     with tempfile.TemporaryDirectory(prefix="gpufleet-rollout-") as tmp:
         scheduler = make_scheduler(kind, everyone, args, Path(tmp))
+        overrides = pf.parse_data(args.data)
+        controller = str({**everyone[0].data, **overrides}.get("slurm_controller") or "")
+        method = pf.drain_method(kind, args.cordon_cmd, controller)
         if args.dry:
-            print("\n".join(machine.plan(saved, scheduler, options)))
+            lines = machine.plan(saved, scheduler, options, drain=method)
+            print(json.dumps({"drain": method, "plan": lines}) if args.json else "\n".join(lines))
             return 0
         from gpufleet.rollout.steps import real_steps
 
         steps = real_steps(
             args.inventory,
-            args.deploy,
+            deploy,
             tier=args.tier,
             results_dir=args.results_dir,
             log_dir=args.state_file.parent / "logs",
             data=args.data,
             select=args.select,
         )
-        console = Console()
+        console = Console(stderr=args.json)
+        console.print(f"drain: {method}", soft_wrap=True, markup=False)
         with progress.display(saved, console) as log:
             result = machine.Rollout(
                 saved,
@@ -154,6 +236,8 @@ def run(args: argparse.Namespace) -> int:
                 log=log,
             ).run()
     summary(result, console)
+    if args.json:
+        print(result.to_json(), end="")
     return 0 if not result.in_state("failed", "pending") else 1
 
 

@@ -6,6 +6,9 @@ Example::
     gpufleet validate @local --tier quick
     gpufleet validate inventories/fleet.py --calibrate --limit gpu01 --runs 3
 
+Progress goes to stderr, a line per host as it starts and ends (``[12/64] gpu-07 quick pass
+41 s``) and a heartbeat every minute; ``-q`` turns it off.
+
 Exit status: 0 every host passed, 1 a check failed somewhere, 2 validation could not run on
 some host (bad inventory, unreachable host, the suite broke) or the inventory is unusable,
 3 nothing failed but some host is "unproven" (a speed check was inconclusive).
@@ -14,10 +17,11 @@ some host (bad inventory, unreachable host, the suite broke) or the inventory is
 from __future__ import annotations
 
 import argparse
+import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from gpufleet.validate import calibrate
+from gpufleet.validate import calibrate, checks
 from gpufleet.validate.calibrate import DEFAULT_MARGIN, DEFAULT_RUNS
 from gpufleet.validate.runner import run
 
@@ -27,7 +31,9 @@ def build_parser() -> argparse.ArgumentParser:
         prog="gpufleet validate",
         description="Validate every host of a pyinfra inventory (pytest + testinfra over SSH).",
     )
-    parser.add_argument("inventory", help="pyinfra inventory: a file, host names, or @local")
+    parser.add_argument(
+        "inventory", nargs="?", help="pyinfra inventory: a file, host names, or @local"
+    )
     parser.add_argument(
         "--tier",
         choices=("quick", "full", "cluster"),
@@ -64,18 +70,34 @@ def build_parser() -> argparse.ArgumentParser:
         help="directory on the hosts holding the validation and gpufleet packages (default: "
         "the inventory's payload_dir/current; for @local, this checkout)",
     )
-    parser.add_argument("--parallel", type=int, default=4, metavar="N", help="hosts at once")
+    parser.add_argument(
+        "--parallel", type=_positive, default=4, metavar="N", help="hosts at once (default 4)"
+    )
     parser.add_argument(
         "--scheduler",
         choices=("none", "slurm"),
-        default="none",
+        default=None,
         help="slurm: no speed workload on hosts running jobs; drain failing hosts, resume "
-        "passing ones gpufleet drained",
+        "passing ones gpufleet drained (default: the inventory's scheduler key, else none)",
     )
     parser.add_argument(
         "--select",
-        metavar="EXPR",
-        help="run only the checks matching a pytest -k expression, e.g. 'host_state'",
+        metavar="NAMES|EXPR",
+        help="run only these checks, named as gpufleet prints them (host_state::os_supported, "
+        "globs and commas allowed), or matching a pytest -k expression; a partial run never "
+        "joins a baseline",
+    )
+    parser.add_argument(
+        "--list-checks", action="store_true", help="print the tier's check names and exit"
+    )
+    parser.add_argument(
+        "--json", action="store_true", help="print a summary per host as JSON, not the tables"
+    )
+    parser.add_argument(
+        "-q",
+        "--quiet",
+        action="store_true",
+        help="no progress lines (a line per host as it starts and ends, and a heartbeat)",
     )
     group = parser.add_argument_group(
         "calibration", "run the full tier on one host you declare healthy and write its floors"
@@ -105,9 +127,32 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _positive(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"{value} is below 1; give 1 or more")
+    return value
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
+    if args.list_checks:
+        if args.tier == "cluster":
+            parser.error("--list-checks lists the quick and full tiers' checks")
+        print("\n".join(checks.list_checks(args.tier or "quick")))
+        return 0
+    if args.inventory is None:
+        parser.error("the inventory is required (a file, host names, or @local)")
+    try:
+        if args.tier != "cluster":  # the cluster tier's checks are named per link and job
+            checks.check_names(checks.parse_select(args.select), args.tier or "quick")
+    except checks.SelectError as exc:
+        print(f"gpufleet validate: {exc}", file=sys.stderr)
+        return 2
     if args.calibrate:
         return calibrate.run(args)
     used = [o for o, v in (("--output", args.output), ("--force", args.force)) if v]

@@ -15,9 +15,10 @@ from typing import Any
 
 from rich.text import Text
 
+from gpufleet.datacheck import host_problems
 from gpufleet.drift.plan import DriftError, DriftReport, build_report, merge_validation, run_plan
 from gpufleet.drift.validation import run_validation
-from gpufleet.inventory import InventoryError, read_debug_inventory
+from gpufleet.inventory import InventoryError, InventoryHost, read_debug_inventory
 from gpufleet.text import cell, plain, redact_data
 from gpufleet.validate.results import safe_name, writable_dir_problem
 
@@ -26,9 +27,33 @@ STATUS_STYLE = {"clean": "green", "drift": "yellow", "unreachable": "red", "erro
 
 def inventory_hosts(inventory: str, limits: Sequence[str]) -> list[str]:
     """The inventory's host names (after ``--limit``); InventoryError when there are none."""
+    return [str(entry["name"]) for entry in inventory_entries(inventory, limits)]
+
+
+def data_errors(inventory: str, entries: Sequence[Mapping[str, Any]]) -> dict[str, str]:
+    """Per host whose inventory data the deploy would refuse, why and where it was set: said as
+    that, not as pyinfra's "unreachable" or a line of gpufleet's source."""
+    errors = {}
+    for entry in entries:
+        host = InventoryHost(
+            name=str(entry["name"]),
+            connector="ssh",
+            data=dict(entry.get("data") or {}),
+            groups=tuple(str(g) for g in entry.get("groups") or ()),
+        )
+        found = host_problems(host, inventory)
+        if found:
+            errors[host.name] = "inventory data: " + "; ".join(
+                f"{message} (set in {where})" for message, where in found
+            )
+    return errors
+
+
+def inventory_entries(inventory: str, limits: Sequence[str]) -> list[dict[str, Any]]:
+    """The inventory's debug-inventory entries (after ``--limit``); InventoryError for none."""
     entries = read_debug_inventory(inventory)
-    names = [
-        str(entry["name"])
+    chosen = [
+        entry
         for entry in entries
         if not limits
         or any(
@@ -37,12 +62,12 @@ def inventory_hosts(inventory: str, limits: Sequence[str]) -> list[str]:
             for candidate in (str(entry["name"]), *map(str, entry.get("groups") or ()))
         )
     ]
-    if not names:
+    if not chosen:
         every = ", ".join(str(entry["name"]) for entry in entries)
         raise InventoryError(
             f"--limit {' '.join(limits)} matches no host or group; the inventory has: {every}"
         )
-    return names
+    return chosen
 
 
 def check(args: argparse.Namespace) -> DriftReport:
@@ -61,13 +86,16 @@ def check(args: argparse.Namespace) -> DriftReport:
             plan = pool.submit(
                 run_plan, args.inventory, args.deploy, limits=args.limit, timeout=args.timeout
             )
-            names = inventory_hosts(args.inventory, args.limit)
+            entries = inventory_entries(args.inventory, args.limit)
+            names = [str(entry["name"]) for entry in entries]
             validation = (
                 pool.submit(run_validation, args.inventory, results_dir, names, limits=args.limit)
                 if args.validation
                 else None
             )
             report = build_report(names, plan.result())
+            for name, why in data_errors(args.inventory, entries).items():
+                report.hosts[name].status, report.hosts[name].reason = "error", why
             if validation is not None:
                 outcome = validation.result()
                 merge_validation(report, outcome.documents, why_missing=outcome.problem)

@@ -105,10 +105,13 @@ class DriftReport:
 
     @property
     def exit_status(self) -> int:
-        """2 when some host could not be checked, else 1 when some host drifted, else 0."""
+        """2 when some host could not be checked (it failed while planning), else 3 when some
+        host could not be reached, else 1 when some host drifted, else 0 (docs/exit-codes.md)."""
         statuses = {host.status for host in self.hosts.values()}
-        if statuses & {"unreachable", "error"}:
+        if "error" in statuses:
             return 2
+        if "unreachable" in statuses:
+            return 3
         return 1 if "drift" in statuses else 0
 
     def to_dict(self) -> dict[str, Any]:
@@ -277,9 +280,10 @@ def build_report(
             if _unreachable(found):
                 host.status = "unreachable"
                 host.reason = _reason(found, "could not connect")
-            else:
+            else:  # the host's own lines (a preflight refusal) say why, not "No hosts remaining!"
                 host.status = "error"
-                host.reason = f"pyinfra stopped before planning (exit {run.returncode}): {last}"
+                stopped = f"pyinfra stopped before planning (exit {run.returncode}): {last}"
+                host.reason = "; ".join(found.messages) or stopped
         return DriftReport(hosts=hosts, checked_at=checked_at, notes=[f"pyinfra said:\n{fatal}"])
     for op in plan:
         name = str(op["name"])

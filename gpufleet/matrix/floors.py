@@ -6,7 +6,8 @@ import difflib
 
 from gpufleet.matrix import references as refs
 from gpufleet.matrix.floor_types import Floor, FloorError
-from gpufleet.matrix.gpus import GPUS, GpuModel, gpu_by_device_id
+from gpufleet.matrix.gpu_lookup import GpuLookupError, find_gpu
+from gpufleet.matrix.gpus import GPUS, GpuModel
 from gpufleet.matrix.speedup_floors import (
     SPEEDUP_MARGIN,
     float_precision,
@@ -52,21 +53,12 @@ def known_models() -> list[str]:
 
 
 def find_model(name_or_id: str) -> GpuModel:
-    """A model by its nvidia-smi name (any case) or PCI device id; FloorError names the options."""
-    model = gpu_by_device_id(name_or_id)
-    if model is not None and not model.is_nvswitch:
-        return model
-    wanted = name_or_id.strip().lower()
-    for m in GPUS.values():
-        if m.name.lower() == wanted and not m.is_nvswitch:
-            return m
-    names = known_models()
-    close = difflib.get_close_matches(name_or_id, names, n=3, cutoff=0.4)
-    hint = f" Did you mean {', '.join(repr(c) for c in close)}?" if close else ""
-    raise FloorError(
-        f"unknown GPU model {name_or_id!r}.{hint} Known models (as nvidia-smi prints them, or "
-        f"their PCI device id): {', '.join(names)}."
-    )
+    """One model by its nvidia-smi name (any case), part of it or its PCI device id
+    (gpufleet.matrix.gpu_lookup, shared with `gpufleet matrix`); FloorError names the options."""
+    try:
+        return find_gpu(name_or_id)
+    except GpuLookupError as exc:
+        raise FloorError(str(exc)) from None
 
 
 def _check_kind(gpu_count: int, interconnect: str) -> None:

@@ -11,6 +11,7 @@ from pathlib import Path
 from gpufleet.matrix import calibration
 from gpufleet.matrix.floor_checks import Verdict, figures_from, judge
 from gpufleet.matrix.floors import Floor, FloorError, floors_for
+from gpufleet.matrix.host_floors import HostKind
 
 
 def host_floors(args: argparse.Namespace) -> list[Floor]:
@@ -70,11 +71,44 @@ def _print_verdicts(verdicts: list[Verdict]) -> None:
         print(f"{mark[v.passed]}  {v.name:46} {v.detail}")
 
 
+def _print_host(kind: HostKind, floors: list[Floor], as_json: bool) -> int:
+    from gpufleet.matrix.host_floors import describe, validation_thresholds
+
+    suite = validation_thresholds(kind)
+    if as_json:
+        document = {
+            "host": kind.host,
+            "kind": {k: getattr(kind, k) for k in ("gpu_model", "gpu_count", "interconnect")},
+            "sources": kind.sources,
+            "calibration_file": kind.calibration,
+            "floors": [dataclasses.asdict(f) for f in floors],
+            "thresholds": [{"name": n, "value": v, "source": s} for n, v, s in suite],
+        }
+        print(json.dumps(document, indent=2))
+        return 0
+    print("\n".join(describe(kind)))
+    print("floors (gpufleet/matrix/floors.py, the calibration file applied):")
+    _print_floors(floors)
+    print("validation thresholds (validation/thresholds.toml, then the inventory's thresholds):")
+    for name, value, source in suite:
+        print(f"{name:42} {value:>10g}  {source}")
+    return 0
+
+
 def run(args: argparse.Namespace) -> int:
     """0: printed (or every judged figure passed); 1: some figure failed; 2: bad input."""
+    kind = None
     try:
+        if getattr(args, "inventory", None):  # one host's kind, from its inventory data
+            from gpufleet.matrix.host_floors import host_kind
+
+            kind = host_kind(args)
+            args.gpu_model, args.gpu_count = kind.gpu_model, kind.gpu_count
+            args.interconnect, args.calibration = kind.interconnect, kind.calibration
         floors = host_floors(args)
         verdicts = judge(floors, _load_figures(args.judge)) if args.judge else None
+        if verdicts is None and kind is not None:
+            return _print_host(kind, floors, args.json)
     except FloorError as exc:
         print(f"gpufleet thresholds: {exc}", file=sys.stderr)
         return 2

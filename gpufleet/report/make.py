@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import difflib
 import json
 import sys
 from collections.abc import Sequence
@@ -75,6 +76,11 @@ def _fail(message: str) -> int:
     return 2
 
 
+def exit_status(fleet: Fleet) -> int:
+    """1 when some host's latest run failed or could not run (exit-code table), else 0."""
+    return 1 if any(h.latest["status"] in ("fail", "error") for h in fleet.hosts) else 0
+
+
 def run(args: argparse.Namespace) -> int:
     """Do what `gpufleet report` was asked; the exit status."""
     if args.html:  # before reading anything: a bad path is the operator's to fix first
@@ -88,6 +94,15 @@ def run(args: argparse.Namespace) -> int:
         return _fail(str(exc))
     except OSError as exc:
         return _fail(f"cannot read {args.results_dir}: {exc.strerror or exc}")
+    unknown = sorted(set(margins) - {f.key for host in fleet.hosts for f in host.figures})
+    if unknown:
+        known = sorted({f.key for host in fleet.hosts for f in host.figures})
+        close = difflib.get_close_matches(unknown[0], known, n=1, cutoff=0.4)
+        hint = f" Did you mean {close[0]!r}?" if close else ""
+        return _fail(
+            f"--figure-margin {', '.join(unknown)}: no host's figures have that key.{hint} "
+            f"The keys (WORKLOAD/METRIC): {', '.join(known) or '(none: no figures yet)'}"
+        )
     for host in fleet.hosts:  # say it, even where the table has no room for it
         drift_problem = [host.drift.reason] if host.drift and host.drift.status == "error" else []
         for problem in host.problems + drift_problem:
@@ -109,4 +124,4 @@ def run(args: argparse.Namespace) -> int:
         print_fleet(fleet)
         if args.html:
             print(plain(f"HTML report: {args.html}"))
-    return 0
+    return exit_status(fleet)

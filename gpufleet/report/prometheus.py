@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from gpufleet.report.figures import figures_of, number
+from gpufleet.report.metric_units import RENAMED, base_unit_help, deprecated_help
 from gpufleet.report.prometheus_vendor import vendor_families
 
 TEXTFILE_NAME = "gpufleet.prom"
@@ -71,10 +72,27 @@ def format_value(value: float) -> str:
     return repr(value)
 
 
-def format_families(families: Iterable[Family]) -> str:
-    """The text exposition format (version 0.0.4) of the families that have samples."""
-    lines = []
+def with_base_units(families: Iterable[Family]) -> list[Family]:
+    """The families, each one in RENAMED followed by its twin in Prometheus base units."""
+    out: list[Family] = []
     for family in families:
+        if family.name not in RENAMED:
+            out.append(family)
+            continue
+        new_name, factor = RENAMED[family.name]
+        twin = Family(new_name, base_unit_help(family.name, family.help_text))
+        twin.samples = [(dict(labels), value * factor) for labels, value in family.samples]
+        alias = Family(family.name, deprecated_help(family.name, family.help_text))
+        alias.samples = family.samples
+        out += [twin, alias]
+    return out
+
+
+def format_families(families: Iterable[Family]) -> str:
+    """The text exposition format (version 0.0.4) of the families that have samples; a family
+    in an old unit comes with its twin in base units (gpufleet.report.metric_units)."""
+    lines = []
+    for family in with_base_units(families):
         if not family.samples:
             continue
         lines.append(f"# HELP {family.name} {_escape_help(family.help_text)}")
@@ -227,6 +245,8 @@ def _gpu_families(health: Mapping[str, Any] | None) -> list[Family]:
             "uuid": str(gpu.get("uuid") or ""),
             "pci_bus_id": str(gpu.get("pci_bus_id") or ""),
         }
+        # DCGM exporter's label names too, so gpufleet_gpu_* joins DCGM_FI_DEV_* on UUID
+        labels |= {"UUID": labels["uuid"], "modelName": labels["name"]}
         measured = (
             (ecc, "ecc_uncorrected_volatile"),
             (temperature, "temperature_c"),

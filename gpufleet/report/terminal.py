@@ -181,17 +181,42 @@ def fleet_table(docs: Sequence[Mapping[str, Any]]) -> Table:
     with_baseline = any("_baseline" in doc for doc in docs)
     if with_baseline:
         table.add_column("baseline", no_wrap=True)
+    # a host that could not run has no check to count: its reason says why (review §3 item 5)
+    with_reason = any(doc.get("run_error") for doc in docs)
+    if with_reason:
+        table.add_column("reason", overflow="fold", max_width=60)
     table.add_column("results", overflow="fold")
     for doc in docs:
         summary = doc.get("summary", {})
+        why = str(doc.get("run_error") or "").strip().splitlines()
         table.add_row(
             cell(doc["host"]),
             cell(doc["status"], STATUS_STYLES.get(doc["status"], "")),
             *(str(summary.get(s, 0)) for s in ("pass", "fail", "error", "inconclusive", "skipped")),
             *([baseline_cell(doc.get("_baseline"))] if with_baseline else []),
+            *([cell(why[0][:200] if why else "")] if with_reason else []),
             cell(doc.get("_path", "")),
         )
     return table
+
+
+def grouped(docs: Sequence[Mapping[str, Any]], shown: int = 5) -> list[Mapping[str, Any]]:
+    """The documents to draw a table for: hosts that could not run for the same reason (an
+    inventory problem of their group) share one table, titled with their names."""
+    same: dict[tuple[str, str], list[Mapping[str, Any]]] = {}
+    for doc in docs:
+        if doc.get("run_error") and not doc.get("checks"):
+            same.setdefault((str(doc["run_error"]), str(doc.get("tier"))), []).append(doc)
+    out: list[Mapping[str, Any]] = []
+    for doc in docs:
+        group = same.get((str(doc.get("run_error")), str(doc.get("tier"))), [doc])
+        if len(group) == 1 or not any(d is doc for d in group):
+            out.append(doc)
+        elif doc is group[0]:
+            names = [str(d["host"]) for d in group]
+            listed = ", ".join(names[:shown]) + (", ..." if len(names) > shown else "")
+            out.append({**doc, "host": f"{len(names)} hosts ({listed})", "target": "same reason"})
+    return out
 
 
 def print_report(docs: Sequence[Mapping[str, Any]], console: Console | None = None) -> None:
@@ -200,7 +225,7 @@ def print_report(docs: Sequence[Mapping[str, Any]], console: Console | None = No
         console = Console()
         if not console.is_terminal:  # logs and CI: wide enough that messages stay readable
             console = Console(width=160)
-    for doc in docs:
+    for doc in grouped(docs):
         console.print(host_table(doc))
         vendor = vendor_table(doc)
         if vendor is not None:

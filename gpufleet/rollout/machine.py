@@ -262,8 +262,13 @@ class Rollout:
             batch = []
 
 
-def plan(state: st.RolloutState, scheduler: Scheduler, options: Options) -> list[str]:
-    """What `--dry` prints: the batches, and which hosts are skipped and why."""
+def plan(
+    state: st.RolloutState, scheduler: Scheduler, options: Options, drain: str = ""
+) -> list[str]:
+    """What `--dry` prints: the batches, how each host is drained, which are skipped and why.
+
+    ``drain`` describes the drain method, ``{host}`` standing for the host's name.
+    """
     out = scheduler.out_of_service(list(state.hosts))
     lines, pending = [], []
     for record in state.hosts.values():
@@ -279,5 +284,8 @@ def plan(state: st.RolloutState, scheduler: Scheduler, options: Options) -> list
         lines.append(f"no batch can start: {others} host(s) already out of service")
         return lines
     for number, start in enumerate(range(0, len(pending), max(size, 1)), 1):
-        lines.append(f"batch {number}: {', '.join(pending[start : start + size])}")
+        batch = pending[start : start + size]
+        lines.append(f"batch {number}: {', '.join(batch)}")
+        if drain:
+            lines += [f"  {name}: drain: {drain.replace('{host}', name)}" for name in batch]
     return lines

@@ -14,6 +14,7 @@ from gpufleet import matrix
 from gpufleet.cache import derive
 from gpufleet.spec import NodeSpec, SpecError, spec_for_host
 from gpufleet.stages.host_probe import HostProbe, HostState
+from gpufleet.stages.inventory_error import inventory_error
 from gpufleet.stamp.ahead import read_with_stamp
 
 # Where apt downloads packages before unpacking them.
@@ -87,7 +88,7 @@ def node_plan(host: Host | None = None) -> NodePlan:
     try:
         spec = spec_for_host(host)
     except SpecError as exc:
-        raise InventoryValueError(str(exc)) from None
+        raise inventory_error(InventoryValueError, host, str(exc)) from None
     try:
         cache = derive.cache_ref(host.inventory, spec_for_host)
     except (derive.CacheError, SpecError) as exc:

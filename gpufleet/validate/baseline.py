@@ -103,7 +103,8 @@ def baseline_path(results_dir: str | Path, host: str, tier: str = "full") -> Pat
 
 
 def qualifies(document: Mapping[str, Any]) -> bool:
-    """A run can join a baseline when it passed outright: no inconclusive check, no error.
+    """A run can join a baseline when it passed outright: no inconclusive check, no error, and
+    every check run (no ``selection``: a ``--select`` run is partial).
 
     (A schema_version 1 document could say "pass" with an inconclusive check; it does not
     qualify either.)
@@ -112,6 +113,7 @@ def qualifies(document: Mapping[str, Any]) -> bool:
     return (
         document.get("tier") in RUNS_WANTED
         and document.get("status") == "pass"
+        and not document.get("selection")  # a partial (--select) run measures only part
         and not any(c.get("status") == "inconclusive" for c in checks if isinstance(c, Mapping))
     )
 
@@ -212,6 +214,10 @@ def add_run(path: str | Path, document: Mapping[str, Any]) -> dict[str, Any] | N
         return None
     if any(r.get("run_id") == document.get("run_id") for r in baseline["runs"]):
         return None
+    if baseline["runs"] and not set(baseline["runs"][0].get("figures") or {}) <= set(
+        run_figures(document)
+    ):
+        return None  # a run without a figure the baseline has would leave a hole in it
     baseline["runs"].append(_entry(document))
     write_baseline(path, {k: v for k, v in baseline.items() if k != "run_id"})
     return with_run_id(baseline)

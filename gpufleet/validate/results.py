@@ -41,6 +41,12 @@ def writable_file_problem(path: Path, option: str) -> str:
         return problem
     if path.exists() and not os.access(path, os.W_OK):
         return f"{option} {path} is not writable by this user; pass a writable path"
+    if not path.exists():  # a folder that takes no new file (/proc, a read-only mount)
+        try:
+            path.open("x").close()
+            path.unlink()
+        except OSError as exc:
+            return f"{option} {path} cannot be created ({exc.strerror or exc}); pass another path"
     return ""
 
 
@@ -148,6 +154,10 @@ def baseline_notes(results_dir: Path, documents: Sequence[dict[str, Any]]) -> li
     """
     notes = []
     for doc in documents:
+        if doc.get("selection") and doc.get("status") == "pass":
+            line = f"a partial run (--select {doc['selection']}): not added to the baseline"
+            notes.append({"state": "none", "lines": [line]})
+            continue
         try:
             path = baseline.record_run(results_dir, doc)
             if path is not None:

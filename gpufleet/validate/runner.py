@@ -19,7 +19,9 @@ from gpufleet.inventory import InventoryError, InventoryHost, load_hosts
 from gpufleet.report.schema import ResultsSchemaError, validate_results
 from gpufleet.text import plain
 from gpufleet.validate.calibfile import calibration_for
+from gpufleet.validate.checks import no_match_message, parse_select
 from gpufleet.validate.hostrun import HostRun, describe_target, error_document
+from gpufleet.validate.progress import Progress, document_status
 from gpufleet.validate.results import (
     baseline_notes,
     exit_status,
@@ -69,7 +71,13 @@ def expectations_for(
 
 
 def pytest_command(
-    run: HostRun, *, tier: str, run_id: str, ssh_config: Path | None, select: str | None = None
+    run: HostRun,
+    *,
+    tier: str,
+    run_id: str,
+    ssh_config: Path | None,
+    select: str | None = None,
+    checks: tuple[str, ...] = (),
 ) -> list[str]:
     """The pytest command line for one host (run in a subprocess: its own process, its own
     plugins, and no gevent from pyinfra_cli anywhere near it)."""
@@ -95,6 +103,8 @@ def pytest_command(
         command.append(f"--ssh-config={ssh_config}")
     if select:
         command += ["-k", select]
+    if checks:
+        command.append(f"--checks={','.join(checks)}")
     return command
 
 
@@ -106,11 +116,24 @@ def _log_tail(path: Path, lines: int = 15) -> str:
 
 
 def run_host(
-    run: HostRun, *, tier: str, run_id: str, ssh_config: Path | None, select: str | None = None
+    run: HostRun,
+    *,
+    tier: str,
+    run_id: str,
+    ssh_config: Path | None,
+    select: str | None = None,
+    checks: tuple[str, ...] = (),
+    asked: str | None = None,
 ) -> None:
-    """Run pytest for one host and load (or, if it could not run, make up) its document."""
+    """Run pytest for one host and load (or, if it could not run, make up) its document.
+
+    ``asked`` is the user's --select, named when nothing matched it; a run with a selection
+    (the user's, or the scheduler's on a busy host) is marked partial: never a baseline.
+    """
     started_at = datetime.now(timezone.utc).isoformat(timespec="seconds")
-    command = pytest_command(run, tier=tier, run_id=run_id, ssh_config=ssh_config, select=select)
+    command = pytest_command(
+        run, tier=tier, run_id=run_id, ssh_config=ssh_config, select=select, checks=checks
+    )
     env = {**os.environ, "PYTHONDONTWRITEBYTECODE": "1"}
     with run.log_path.open("w") as log:
         try:
@@ -146,9 +169,14 @@ def run_host(
             f"log:\n{_log_tail(run.log_path)}",
         )
         return
-    if run.returncode not in (0, 1) and not document["run_error"]:
+    if run.returncode == 5 and not document["run_error"] and not document["checks"]:
+        why = no_match_message(asked or select or ",".join(checks), tier)
+        document = {**document, "run_error": why, "status": "error"}
+    elif run.returncode not in (0, 1) and not document["run_error"]:
         document = {**document, "run_error": f"pytest exit status {run.returncode}"}
         document["status"] = "error"
+    if select or checks:
+        document = {**document, "selection": ",".join(checks) or select}
     run.document = document
 
 
@@ -169,6 +197,25 @@ def _output_problem(args: argparse.Namespace, run_id: str) -> str:
     return problem
 
 
+def json_summary(shown: list[dict[str, Any]], run_id: str, junit: Path) -> dict[str, Any]:
+    """What ``gpufleet validate --json`` prints: per host its status, reason, counts, file."""
+    from gpufleet.text import redact_data
+
+    hosts = [
+        {
+            "host": doc["host"],
+            "status": doc["status"],
+            "run_error": doc["run_error"],
+            "summary": doc["summary"],
+            "selection": doc.get("selection"),
+            "baseline": doc["_baseline"].get("state"),
+            "results": doc["_path"],
+        }
+        for doc in shown
+    ]
+    return redact_data({"run_id": run_id, "junit": str(junit), "hosts": hosts})
+
+
 def run(args: argparse.Namespace) -> int:
     """Validate the hosts ``gpufleet validate`` was given; write and show results; exit status."""
     try:
@@ -177,6 +224,10 @@ def run(args: argparse.Namespace) -> int:
         print(plain(f"gpufleet validate: {exc}"), file=sys.stderr)
         return 2
     args.tier = args.tier or "quick"
+    if getattr(args, "scheduler", "none") is None:  # as rollout: the inventory's key
+        args.scheduler = str(hosts[0].data.get("scheduler") or "none")
+        if args.scheduler != "none" and not getattr(args, "quiet", False):
+            print(f"scheduler: {args.scheduler} (the inventory's scheduler key)", file=sys.stderr)
     documents = run_hosts(args, hosts, new_run_id())
     return documents if isinstance(documents, int) else exit_status(documents)
 
@@ -242,36 +293,47 @@ def run_hosts(
             continue
         _write_private(run.expectations_path, json.dumps(doc, indent=2))
         pending.append(run)
-    selects = {run.alias: args.select for run in pending}
+    selection = parse_select(getattr(args, "select", None))
+    selects = {run.alias: selection.expression for run in pending}
     slurm = None
     if getattr(args, "scheduler", "none") == "slurm":  # gpufleet.scheduler.validate_hook
         from gpufleet.scheduler.validate_hook import SlurmValidate
 
-        slurm = SlurmValidate(workdir, log=lambda line: print(plain(line)))
-        selects = slurm.before(pending, args.select)
+        out = sys.stderr if getattr(args, "json", False) else sys.stdout  # --json: stdout is JSON
+        slurm = SlurmValidate(workdir, log=lambda line: print(plain(line), file=out))
+        selects = slurm.before(pending, selection.expression)
+    progress = Progress(len(runs), args.tier, quiet=getattr(args, "quiet", False))
+    for run in runs:
+        if run.document is not None:  # refused before it started
+            progress.finished(run.host.name, *document_status(run.document))
+
+    def one_host(run: HostRun) -> None:
+        progress.started(run.host.name)
+        run_host(
+            run,
+            tier=args.tier,
+            run_id=run_id,
+            ssh_config=ssh_config,
+            select=selects[run.alias],
+            checks=selection.names,
+            asked=getattr(args, "select", None),
+        )
+        progress.finished(run.host.name, *document_status(run.document))
+
+    stop_beat = progress.beat_every()
     try:
         with ThreadPoolExecutor(max_workers=max(1, args.parallel)) as pool:
-            for future in [
-                pool.submit(
-                    run_host,
-                    run,
-                    tier=args.tier,
-                    run_id=run_id,
-                    ssh_config=ssh_config,
-                    select=selects[run.alias],
-                )
-                for run in pending
-            ]:
+            for future in [pool.submit(one_host, run) for run in pending]:
                 future.result()
         if slurm is not None:
             slurm.after(pending)
     finally:
+        stop_beat()
         if ssh_config is not None:
             close_masters(ssh_config, [alias for alias, _host in ssh_hosts])
     junit = args.junit_xml or args.results_dir / "junit" / f"{run_id}.xml"
     try:
         paths = write_results(runs, args.results_dir, run_id)
-        merge_junit(runs, junit)
     except OSError as exc:  # checked at the start; something changed it since
         print(
             plain(f"gpufleet validate: cannot write results ({exc}); check --results-dir"),
@@ -279,14 +341,25 @@ def run_hosts(
         )
         shutil.rmtree(workdir, ignore_errors=True)
         return 2
+    junit_problem = ""
+    try:
+        merge_junit(runs, junit)
+    except OSError as exc:  # the results are written: say so, show them, then exit 2
+        flag = "--junit-xml" if args.junit_xml else "--results-dir (its junit/ folder)"
+        junit_problem = f"gpufleet validate: cannot write {junit} ({exc}); check {flag}"
     documents = [run.document for run in runs if run.document is not None]
     notes = baseline_notes(args.results_dir, documents)
-    print_report(
-        [
-            {**doc, "_path": str(path), "_baseline": note}
-            for doc, path, note in zip(documents, paths, notes, strict=True)
-        ]
-    )
-    print(plain(f"results: {args.results_dir}/*/{run_id}.json  junit: {junit}"))
+    shown = [
+        {**doc, "_path": str(path), "_baseline": note}
+        for doc, path, note in zip(documents, paths, notes, strict=True)
+    ]
+    if getattr(args, "json", False):
+        print(json.dumps(json_summary(shown, run_id, junit), indent=2))
+    else:
+        print_report(shown)
+        print(plain(f"results: {args.results_dir}/*/{run_id}.json  junit: {junit}"))
     shutil.rmtree(workdir, ignore_errors=True)
+    if junit_problem:
+        print(plain(junit_problem), file=sys.stderr)
+        return 2
     return documents

@@ -71,7 +71,7 @@ def test_unreachable_host_beside_a_reachable_one():
     assert (
         down.reason == "Could not connect ([Errno None] Unable to connect to port 1 on 127.0.0.1)"
     )
-    assert report.exit_status == 2
+    assert report.exit_status == 3  # could not reach (docs/exit-codes.md)
 
 
 def test_only_unreachable_hosts_pyinfra_stops_without_a_plan():
@@ -80,7 +80,7 @@ def test_only_unreachable_hosts_pyinfra_stops_without_a_plan():
     report = build_report(hosts, run)
     assert report.hosts["127.0.0.1"].status == "unreachable"
     assert "Unable to connect to port 1" in (report.hosts["127.0.0.1"].reason or "")
-    assert report.exit_status == 2
+    assert report.exit_status == 3
 
 
 def test_host_failed_while_planning_is_an_error_with_its_message():
@@ -310,7 +310,7 @@ def test_e2e_file_present_then_removed(tmp_path, capsys):
 
 def test_e2e_unreachable_host(capsys):
     status, out, _ = drift(capsys, str(DRIFT / "inventories" / "unreachable.py"))
-    assert status == 2
+    assert status == 3
     assert "127.0.0.1  unreachable" in out
     assert "Could not connect" in out
 

@@ -137,7 +137,7 @@ def test_drift_json_is_what_the_fleet_report_reads(tmp_path):
 
 def test_report_json_shape():
     document = report_of("local_and_unreachable").to_dict()
-    assert document["exit_status"] == 2
+    assert document["exit_status"] == 3
     assert set(document["hosts"]) == {"@local", "127.0.0.1"}
     assert set(document["hosts"]["@local"]) == {
         "status",

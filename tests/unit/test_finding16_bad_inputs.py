@@ -254,11 +254,12 @@ def results_dir(kind: str) -> Callable[[Path], Path]:
 
 
 # kind -> (exit codes, words in the output: the bad file named)
+# A host whose only run cannot be read is an `error` row: exit 1 (docs/exit-codes.md).
 REPORT_DIRS = {
-    "binary run": ((0,), ("20261201T000000Z-aaaaaa.json",)),
+    "binary run": ((1,), ("20261201T000000Z-aaaaaa.json",)),
     "binary drift.json": ((0,), ("drift.json",)),
     "binary baseline.json": ((0,), ("baseline",)),
-    "deep run": ((0,), ("nested too deeply",)),
+    "deep run": ((1,), ("nested too deeply",)),
     "deep drift.json": ((0,), ("drift.json",)),
     "deep baseline.json": ((0,), ("baseline",)),
     "metrics list": ((0,), ("gpu-a",)),
@@ -269,11 +270,11 @@ REPORT_DIRS = {
     "mathtext host": ((0,), ("frac",)),
     "markup host": ((0,), ("gpu-[/x]",)),
     "drift.json odd types": ((0,), ("gpu-a",)),
-    "run is a directory": ((0,), ("r.json",)),
-    "run is a symlink loop": ((0,), ("r.json",)),
-    "run is a JSON list": ((0,), ("r.json",)),
+    "run is a directory": ((1,), ("r.json",)),
+    "run is a symlink loop": ((1,), ("r.json",)),
+    "run is a JSON list": ((1,), ("r.json",)),
     "surrogates in a document": ((0,), ("gpu-",)),
-    "non-UTF-8 folder name": ((0,), ("r.json",)),
+    "non-UTF-8 folder name": ((1,), ("r.json",)),
     "only unreadable": ((2,), ("r.json", "run `gpufleet validate")),
 }
 

@@ -94,7 +94,7 @@ def html_path(fleet_dir: tuple[Path, list[str]]) -> Path:
     cwd = Path.cwd()
     os.chdir(root.parent)  # as a user runs it: gpufleet report results --html report.html
     try:
-        assert cmd.main(["results", "--html", "report.html"]) == 0
+        assert cmd.main(["results", "--html", "report.html"]) == 1  # the fleet has failures
     finally:
         os.chdir(cwd)
     return out
@@ -121,7 +121,7 @@ def test_summary_names_regressions_drift_and_failures(fleet_dir: tuple[Path, lis
 
 def test_json_output(fleet_dir: tuple[Path, list[str]], capsys: pytest.CaptureFixture) -> None:
     root, _ = fleet_dir
-    assert cmd.main([str(root), "--json", "--regression-margin", "0.5"]) == 0
+    assert cmd.main([str(root), "--json", "--regression-margin", "0.5"]) == 1  # hosts failed
     data = json.loads(capsys.readouterr().out)
     assert data["regression_margin"] == 0.5
     assert all(h["regressions"] == [] for h in data["hosts"])  # 17 % < 50 %
@@ -132,7 +132,7 @@ def test_figure_margin_overrides_one_figure(
 ) -> None:
     root, _ = fleet_dir
     args = [str(root), "--json", "--figure-margin", "xla/speedup=0.2"]
-    assert cmd.main(args) == 0
+    assert cmd.main(args) == 1
     hosts = {h["host"]: h for h in json.loads(capsys.readouterr().out)["hosts"]}
     assert hosts["gpu-b"]["regressions"] == []  # fell 17 %, allowed 20 %
     assert cmd.main([str(root), "--figure-margin", "xla/speedup"]) == 2
@@ -148,7 +148,7 @@ def test_terminal_output_lists_every_host(
 ) -> None:
     monkeypatch.setenv("COLUMNS", "220")
     root, names = fleet_dir
-    assert cmd.main([str(root)]) == 0
+    assert cmd.main([str(root)]) == 1
     out = capsys.readouterr().out
     for name in names:
         assert name in out
@@ -226,7 +226,7 @@ def test_report_never_writes_into_the_results_dir(
 ) -> None:
     root, _ = fleet_dir
     before = sorted(str(p) for p in root.rglob("*"))
-    assert cmd.main([str(root), "--html", str(tmp_path / "r.html"), "--json"]) == 0
+    assert cmd.main([str(root), "--html", str(tmp_path / "r.html"), "--json"]) == 1
     assert sorted(str(p) for p in root.rglob("*")) == before
 
 

@@ -58,7 +58,8 @@ def test_constraints(capsys):
 
 
 def test_bad_os_argument(capsys):
-    assert main(["--os", "ubuntu22.04"]) == 1
+    # malformed input is bad usage (2), as argparse's errors; 1 is kept for "refused"
+    assert main(["--os", "ubuntu22.04"]) == 2
     assert "must be ID:VERSION" in capsys.readouterr().err
 
 

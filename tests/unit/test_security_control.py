@@ -108,7 +108,7 @@ def test_finding15_markup_in_check_message_is_shown_literally():
 
 def test_finding15_markup_in_host_name_is_shown_literally(tmp_path, capsys):
     write_doc(tmp_path, results_doc("gpu-[/x]", LINK))
-    assert report_cmd.main([str(tmp_path)]) == 0
+    assert report_cmd.main([str(tmp_path)]) == 1  # its check failed (docs/exit-codes.md)
     out = capsys.readouterr().out
     assert "gpu-[/x]" in out and "evil.example" not in out.replace("[link=https://evil", "")
 
@@ -138,7 +138,7 @@ def test_finding20_escape_sequences_from_hosts_are_stripped_in_validate_table():
 
 def test_finding20_escape_sequences_are_stripped_in_report_and_drift(tmp_path, capsys):
     write_doc(tmp_path, results_doc("gpu-a", HOSTILE))
-    assert report_cmd.main([str(tmp_path)]) == 0
+    assert report_cmd.main([str(tmp_path)]) == 1  # a host failed (exit codes)
     assert_no_host_escapes(capsys.readouterr().out)
     report = DriftReport(
         hosts={"gpu-a": HostDrift(name="gpu-a", status="error", reason=HOSTILE)}, checked_at=""
@@ -172,7 +172,7 @@ def test_finding17_unreadable_host_is_an_error_row_not_dropped(tmp_path, capsys)
     write_doc(tmp_path, results_doc("gpu-b"))
     (tmp_path / "gpu-a").mkdir()
     (tmp_path / "gpu-a" / "20261201T000000Z-abc123.json").write_bytes(b"\xff\xfe{not json")
-    assert report_cmd.main([str(tmp_path), "--json"]) == 0
+    assert report_cmd.main([str(tmp_path), "--json"]) == 1  # a host failed (exit codes)
     captured = capsys.readouterr()
     hosts = {h["host"]: h for h in json.loads(captured.out)["hosts"]}
     assert set(hosts) == {"gpu-a", "gpu-b"}
@@ -191,7 +191,7 @@ def test_finding17_hosts_named_junit_and_dot_x_are_reported(tmp_path, capsys):
     results = tmp_path / "r"
     assert validate_cmd.main([str(inventory), "--results-dir", str(results)]) == 2
     capsys.readouterr()
-    assert report_cmd.main([str(results), "--json"]) == 0
+    assert report_cmd.main([str(results), "--json"]) == 1  # a host failed (exit codes)
     hosts = [h["host"] for h in json.loads(capsys.readouterr().out)["hosts"]]
     assert sorted(hosts) == [".gpu-a", "gpu-b", "junit"]
 

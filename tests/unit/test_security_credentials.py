@@ -56,8 +56,8 @@ def test_credentials_in_every_url_key_are_printed_and_written_nowhere(tmp_path, 
     write_doc(results, results_doc("gpu-b", " ".join(URLS.values()), None))
     write_doc(results, results_doc("gpu-c", run_error=f"apt failed for {URLS['apt_proxy']}"))
     html = tmp_path / "fleet.html"
-    assert report_cmd.main([str(results), "--html", str(html)]) == 0
-    assert report_cmd.main([str(results), "--json"]) == 0
+    assert report_cmd.main([str(results), "--html", str(html)]) == 1  # a host failed (exit codes)
+    assert report_cmd.main([str(results), "--json"]) == 1  # a host failed (exit codes)
     report_out = capsys.readouterr()
     assert_no_secret(report_out.out + report_out.err, "report's output")
     assert_no_secret(html.read_text(), "the HTML report")

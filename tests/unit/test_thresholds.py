@@ -157,3 +157,13 @@ def test_bad_topology_sections_are_refused(tmp_path: Path, section: str, message
     path.write_text(f"[defaults]\nallreduce_busbw_min_gbps = 0.0\n{section}")
     with pytest.raises(ThresholdsError, match=message):
         load_thresholds(None, None, path=path)
+
+
+def test_every_unknown_override_is_named_at_once() -> None:
+    # review §3 item 6: of two unknown names only the first was reported
+    overrides = {"xla.speedup.amp": 1.1, "xla_speedup_mni": 1.2}
+    with pytest.raises(ThresholdsError) as info:
+        load_thresholds(None, None, overrides)
+    message = str(info.value)
+    assert "unknown thresholds 'xla.speedup.amp'" in message
+    assert "'xla_speedup_mni' (did you mean 'xla_speedup_min'?)" in message

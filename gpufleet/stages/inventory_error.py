@@ -1,0 +1,55 @@
+"""A bad inventory value stops pyinfra naming where it was set, not a line of gpufleet's code."""
+
+from __future__ import annotations
+
+import json
+import re
+import sys
+from typing import Any
+
+# The keys a NodeSpec message is about: "unknown inventory key 'k'" or "k = value ...".
+_KEYS = re.compile(r"unknown inventory key '(\w+)'|(?:^|: |- )(\w+) = ", re.MULTILINE)
+
+
+def keys_of(message: str) -> list[str]:
+    """The inventory keys a spec message names, in order, once each."""
+    found = [a or b for a, b in _KEYS.findall(message)]
+    return list(dict.fromkeys(k for k in found if k))
+
+
+def origin(host: Any, key: str) -> str:
+    """Where a pyinfra host's ``key`` was set: ``--data``, its groups' data (the inventory or
+    group_data/<group>.py), or the host's own data in the inventory."""
+    inventory = host.inventory
+    overrides = inventory.get_override_data() or {}
+    if key in overrides:
+        value = overrides[key]
+        return f"--data {key}={value if isinstance(value, str) else json.dumps(value)}"
+    names = dict.fromkeys(str(g) for g in host.groups)  # pyinfra may list a group twice
+    groups = [g for g in names if key in (inventory.get_group_data(g) or {})]
+    if groups:
+        files = ", ".join(f"group_data/{g}.py" for g in groups)
+        return f"the data of group {', '.join(groups)} (the inventory, or {files})"
+    return f"the host data of {host.name} in the inventory"
+
+
+def with_origins(host: Any, message: str) -> str:
+    """``message`` and, per key it names, where that key was set."""
+    where = [f"{key} is set in {origin(host, key)}" for key in keys_of(message)]
+    return f"{message} ({'; '.join(where)})" if where else message
+
+
+def inventory_error(base: type[Exception], host: Any, message: str) -> Exception:
+    """The error to raise: under pyinfra's CLI, one it prints as "pyinfra error: MESSAGE" with
+    no source location (its CliError); elsewhere ``base`` itself."""
+    text = with_origins(host, message)
+    cli = sys.modules.get("pyinfra_cli.exceptions")
+    if cli is None:
+        return base(text)
+
+    class Refused(base, cli.CliError):  # type: ignore[misc,valid-type,name-defined]
+        def __init__(self, text: str) -> None:
+            Exception.__init__(self, text)
+            self.message = text
+
+    return Refused(text)

@@ -1,0 +1,52 @@
+"""The shipped Prometheus alert rules: well formed, over metrics gpufleet writes, promtool-clean."""
+
+from __future__ import annotations
+
+import re
+import shutil
+import subprocess
+
+import pytest
+import yaml
+
+from tests.conftest import REPO_ROOT
+from tests.unit.test_metric_names import written_names
+
+RULES = REPO_ROOT / "prometheus" / "gpufleet.rules.yml"
+README = (REPO_ROOT / "README.md").read_text()
+
+
+def rules() -> list[dict]:
+    document = yaml.safe_load(RULES.read_text())
+    (group,) = document["groups"]
+    return list(group["rules"])
+
+
+def test_the_four_alerts_exist_and_are_complete() -> None:
+    names = [r["alert"] for r in rules()]
+    assert names == [
+        "GpufleetHostFailed",
+        "GpufleetDeclaredStateDrift",
+        "GpufleetRegression",
+        "GpufleetStaleRun",
+    ]
+    for rule in rules():
+        assert rule["expr"] and rule["labels"]["severity"] in ("critical", "warning")
+        assert {"summary", "description", "runbook"} <= set(rule["annotations"])
+        for heading in re.findall(r'README.md "([^"]+)"', rule["annotations"]["runbook"]):
+            assert f"## {heading}" in README, heading
+
+
+def test_every_metric_an_alert_reads_is_written() -> None:
+    written = written_names()
+    for rule in rules():
+        for name in re.findall(r"\bgpufleet_[a-z0-9_]+", rule["expr"]):
+            assert name in written, (rule["alert"], name)
+
+
+@pytest.mark.skipif(shutil.which("promtool") is None, reason="promtool (apt: prometheus) absent")
+def test_promtool_accepts_the_rules() -> None:
+    proc = subprocess.run(
+        ["promtool", "check", "rules", str(RULES)], capture_output=True, text=True, timeout=60
+    )
+    assert proc.returncode == 0, proc.stdout + proc.stderr

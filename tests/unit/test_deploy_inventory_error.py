@@ -1,0 +1,63 @@
+"""A deploy refused for a bad inventory value names where it was set, not gpufleet's source."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from types import SimpleNamespace
+from typing import Any
+
+from gpufleet.stages.inventory_error import inventory_error, keys_of, origin
+from gpufleet.stages.node import InventoryValueError
+from tests.conftest import REPO_ROOT
+
+
+def fake_host(overrides: dict[str, Any], groups: dict[str, dict[str, Any]]) -> Any:
+    inventory = SimpleNamespace(
+        get_override_data=lambda: overrides, get_group_data=lambda g: groups.get(g, {})
+    )
+    return SimpleNamespace(name="gpu-a", inventory=inventory, groups=[*groups, *groups])
+
+
+def test_keys_and_their_origins() -> None:
+    message = (
+        "host gpu-a: 2 inventory problems:\n  - unknown inventory key 'driver_brnach'. x\n"
+        "  - reboot = 'maybe' is not one of"
+    )
+    assert keys_of(message) == ["driver_brnach", "reboot"]
+    host = fake_host({"driver_brnach": 580}, {"a100_nodes": {"reboot": "maybe"}})
+    assert origin(host, "driver_brnach") == "--data driver_brnach=580"
+    assert origin(host, "reboot") == (
+        "the data of group a100_nodes (the inventory, or group_data/a100_nodes.py)"
+    )
+    assert origin(host, "gpu_count") == "the host data of gpu-a in the inventory"
+    error = inventory_error(InventoryValueError, host, message)
+    assert isinstance(error, InventoryValueError)  # outside pyinfra's CLI: the plain type
+
+
+def test_pyinfra_names_the_data_not_a_line_of_gpufleet() -> None:
+    # review §3 item 3: "pyinfra error in .../gpufleet/stages/node.py line 90: ..."
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pyinfra",
+            "tests/unit/fake_prod.py",
+            "deploy/gpu_node.py",
+            "--dry",
+            "--group-data",
+            "inventories/group_data",
+            "--data",
+            "driver_brnach=580",
+        ],
+        cwd=REPO_ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    out = proc.stdout + proc.stderr
+    assert proc.returncode != 0
+    assert "--> pyinfra error: host @fake/" in out
+    assert "unknown inventory key 'driver_brnach'. Did you mean 'driver_branch'?" in out
+    assert "(driver_brnach is set in --data driver_brnach=580)" in out
+    assert "node.py line" not in out and "Traceback" not in out
