@@ -3,13 +3,12 @@
 from __future__ import annotations
 
 import re
-import shutil
 import subprocess
 
-import pytest
 import yaml
 
 from tests.conftest import REPO_ROOT
+from tests.prerequisites import require_tools
 from tests.unit.test_metric_names import written_names
 
 RULES = REPO_ROOT / "prometheus" / "gpufleet.rules.yml"
@@ -44,8 +43,8 @@ def test_every_metric_an_alert_reads_is_written() -> None:
             assert name in written, (rule["alert"], name)
 
 
-@pytest.mark.skipif(shutil.which("promtool") is None, reason="promtool (apt: prometheus) absent")
 def test_promtool_accepts_the_rules() -> None:
+    require_tools("promtool", install="apt-get install prometheus; scripts/bootstrap does")
     proc = subprocess.run(
         ["promtool", "check", "rules", str(RULES)], capture_output=True, text=True, timeout=60
     )
