@@ -157,7 +157,10 @@ def test_item6_host_hard_stopped_mid_deploy_others_finish_rerun_recovers(
     assert_recovered(sandbox, inventory, H2)
 
     gpufleet("sandbox", "start", H1)
-    assert sandbox.ssh(H1, "dpkg --audit").stdout.strip(), "the cut left dpkg clean"
+    # Interrupted as apt means it: a package left half done, or a journal entry dpkg never
+    # merged (names of digits alone, debSystem::CheckUpdates); the cut may land between the two.
+    dirty = "dpkg --audit; ls /var/lib/dpkg/updates | grep -E '^[0-9]+$'"
+    assert sandbox.ssh(H1, dirty).stdout.strip(), "the cut left dpkg clean"
     started = time.monotonic()
     again = run(inventory, H1, H2)
     print(f"re-run after {H1} was back: {time.monotonic() - started:.1f} s")
@@ -228,8 +231,12 @@ def test_item10_failed_nccl_install_leaves_cudnn_held_and_a_rerun_recovers(
         "apt-mark unhold libnccl2 libnccl-dev && apt-get remove -y -q libnccl-dev libnccl2"
         " && rm -f /var/cache/apt/archives/libnccl*.deb",
     )
-    (deb,) = served.glob("libnccl2_*.deb")
-    shutil.move(deb, tmp_path / deb.name)  # the mirror lost the file: apt gets a 404
+    # The mirror lost its libnccl2 files (the recorded repository serves several builds): apt
+    # gets a 404 for the one the deploy asks for.
+    debs = sorted(served.glob("libnccl2_*.deb"))
+    assert debs, f"no libnccl2 deb served in {served}"
+    for deb in debs:
+        shutil.move(deb, tmp_path / deb.name)
     try:
         started = time.monotonic()
         failed = run(inventory, H3)
@@ -238,7 +245,8 @@ def test_item10_failed_nccl_install_leaves_cudnn_held_and_a_rerun_recovers(
         assert failed.returncode != 0
         assert "404" in failed.stderr and "libnccl2" in failed.stderr, failed.stderr[-6000:]
     finally:
-        shutil.move(tmp_path / deb.name, deb)
+        for deb in debs:
+            shutil.move(tmp_path / deb.name, deb)
     cudnn, held = held_and_installed(sandbox, H3, "libcudnn")
     nccl, _ = held_and_installed(sandbox, H3, "libnccl")
     assert cudnn, f"cuDNN not installed before NCCL: {host_lines(failed.stderr, H3)}"

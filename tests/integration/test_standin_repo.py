@@ -152,8 +152,11 @@ def test_apt_installs_each_branch_with_its_real_sub_packages(apt: Apt) -> None:
     inst, _ = apt.plan(
         "cuda-toolkit-12-5",
         "libcudnn9-dev-cuda-12=9.3.0.75-1",
+        # Both NCCL halves pinned, as the deploy pins them: the repository serves several
+        # libnccl2 builds, and apt alone takes the newest, which libnccl-dev's pin refuses.
+        "libnccl2=2.27.7-1+cuda12.9",
         "libnccl-dev=2.27.7-1+cuda12.9",
-        "nvidia-fabricmanager-580",
+        "nvidia-fabricmanager",
         f"linux-headers-{KERNEL}",
     )
     assert {"cuda-nvcc-12-5", "libcudnn9-cuda-12", "libnccl2"} <= inst
