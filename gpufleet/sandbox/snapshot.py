@@ -138,13 +138,18 @@ def layers_of(meta: SnapshotMeta, host: str, state_dir: Path = STATE_DIR) -> lis
     return [host_layer(meta.name, host, state_dir)] if host in meta.hosts else []
 
 
+def copy_repository(source: Path, target: Path, key_path: str) -> None:
+    """Copy a served stand-in repository (``nvidia/`` and the public key at `key_path`) from
+    one www folder to another, replacing what `target` held."""
+    shutil.rmtree(target / "nvidia", ignore_errors=True)
+    shutil.copytree(source / "nvidia", target / "nvidia", symlinks=True)
+    if not (source / key_path).is_relative_to(source / "nvidia"):
+        (target / key_path).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(source / key_path, target / key_path)
+
+
 def restore_standins(meta: SnapshotMeta, www: Path, state_dir: Path = STATE_DIR) -> tuple[str, str]:
     """Serve the snapshot's stand-in repository again: its packages and the key its hosts
     trust. Returns the key's path under `www` and its fingerprint."""
-    kept = snapshot_dir(meta.name, state_dir) / "www"
-    shutil.rmtree(www / "nvidia", ignore_errors=True)
-    shutil.copytree(kept / "nvidia", www / "nvidia", symlinks=True)
-    if not (kept / meta.repo_key_path).is_relative_to(kept / "nvidia"):
-        (www / meta.repo_key_path).parent.mkdir(parents=True, exist_ok=True)
-        shutil.copy2(kept / meta.repo_key_path, www / meta.repo_key_path)
+    copy_repository(snapshot_dir(meta.name, state_dir) / "www", www, meta.repo_key_path)
     return meta.repo_key_path, meta.repo_key_fingerprint

@@ -13,7 +13,14 @@ from pathlib import Path
 
 from gpufleet.sandbox import hostctl, hosts
 from gpufleet.sandbox.image import IMAGES, image_dir
-from gpufleet.sandbox.snapshot import META, SnapshotMeta, forget, host_layer, snapshot_dir
+from gpufleet.sandbox.snapshot import (
+    META,
+    SnapshotMeta,
+    copy_repository,
+    forget,
+    host_layer,
+    snapshot_dir,
+)
 from gpufleet.sandbox.state import STATE_DIR, SandboxError, SandboxState, load_state, save_state
 
 Log = Callable[[str], None]
@@ -23,12 +30,8 @@ def _keep_standins(state: SandboxState, target: Path, state_dir: Path) -> tuple[
     """Copy the served stand-in repository (and its public key) into the snapshot."""
     if not state.nvidia_repo_url:
         return "", ""
-    www = state_dir / "www"
     key_path = state.nvidia_repo_key_url.split("/", 3)[3]  # http://gw:port/<path>
-    shutil.copytree(www / "nvidia", target / "www" / "nvidia", symlinks=True)
-    if not (www / key_path).is_relative_to(www / "nvidia"):
-        (target / "www" / key_path).parent.mkdir(parents=True, exist_ok=True)
-        shutil.copy2(www / key_path, target / "www" / key_path)
+    copy_repository(state_dir / "www", target / "www", key_path)
     return key_path, state.nvidia_repo_key_fingerprint
 
 

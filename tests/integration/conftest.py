@@ -24,6 +24,7 @@ import pytest
 
 from gpufleet.sandbox.image import MARKER, images_dir
 from gpufleet.sandbox.state import STATE_DIR, SandboxState, load_state
+from tests import pyinfra_cli
 
 REPO = Path(__file__).resolve().parents[2]
 NEEDED_TOOLS = ("systemd-nspawn", "debootstrap", "apt-cacher-ng")
@@ -206,13 +207,7 @@ def keep_provisioned(hosts: tuple[str, ...] = PROVISIONED_HOSTS) -> str:
 
 def first_deploy(inventory: str | Path = "inventories/sandbox.py", *args: str) -> None:
     """The real pyinfra CLI runs the deploy on every host of the inventory; fails with its log."""
-    proc = subprocess.run(
-        [str(Path(sys.executable).with_name("pyinfra")), "-y", *args, str(inventory), DEPLOY],
-        cwd=REPO,
-        capture_output=True,
-        text=True,
-        timeout=1800,
-    )
+    proc = pyinfra_cli.run("-y", *args, inventory, DEPLOY, timeout=1800)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
 
 

@@ -47,16 +47,7 @@ def catalog_list(**overrides: object) -> list[StandinPackage]:
 
 
 def catalog(**overrides: object) -> dict[str, StandinPackage]:
-    args: dict[str, object] = {
-        "repo_distro": "ubuntu2204",
-        "repo_arch": "x86_64",
-        "kernel_release": KERNEL,
-        "branches": (570, 580),
-        "tf_version": "2.21.0",
-    }
-    args.update(overrides)
-    packages = standin_packages(**args)  # type: ignore[arg-type]
-    return {p.name: p for p in packages}
+    return {p.name: p for p in catalog_list(**overrides)}
 
 
 @pytest.mark.parametrize("branch", [570, 580])
