@@ -3,10 +3,11 @@
     python benchmarks/ci_time.py --artifacts .ci-artifacts
 
 Reads what `.ci/run` leaves in its artifacts folder: ``started`` (when the run began),
-``phases.tsv`` (name, seconds, exit status of each phase), ``junit.xml`` (pytest's JUnit
-report of the README's test command) and the sandbox's log of `gpufleet sandbox up` calls
+``phases.tsv`` (name, seconds, exit status of each phase), ``parts.tsv`` and ``junit-*.xml``
+(the seconds and the JUnit report of each part of the README's test command, `scripts/test`:
+the sandbox-free tiers and the integration tier run side by side) and the sandbox's log of `gpufleet sandbox up` calls
 (``/var/lib/gpufleet-sandbox/log/ups.jsonl``, those since the run began). Prints a table of
-minutes per phase and per tier, the slowest 20 tests, and how many sandboxes were brought up
+minutes per phase, per part and per tier (a tier's minutes are the sum of its tests' times), the slowest 20 tests, and how many sandboxes were brought up
 with how many bare hosts (each one a first deploy to come) against hosts booted on a
 snapshot. Prints numbers; asserts nothing.
 """
@@ -67,8 +68,14 @@ def report(artifacts: Path, ups_log: Path = UPS_LOG) -> str:
         for name, seconds, status in phases:
             lines.append(f"{name:24} {seconds / 60:8.1f}  {status}")
         lines.append(f"{'total':24} {sum(p[1] for p in phases) / 60:8.1f}")
-    junit = artifacts / "junit.xml"
-    tests = read_tests(junit) if junit.is_file() else []
+    parts_file = artifacts / "parts.tsv"
+    parts = read_phases(parts_file) if parts_file.is_file() else []
+    if parts:
+        lines.append("")
+        lines.append(f"{'part (side by side)':24} {'minutes':>8}  exit")
+        for name, seconds, status in parts:
+            lines.append(f"{name:24} {seconds / 60:8.1f}  {status}")
+    tests = [test for junit in sorted(artifacts.glob("junit*.xml")) for test in read_tests(junit)]
     if tests:
         per_tier: dict[str, list[float]] = defaultdict(list)
         outcomes: dict[str, dict[str, int]] = defaultdict(lambda: defaultdict(int))

@@ -34,7 +34,8 @@ def test_the_report_gives_phases_tiers_slowest_tests_and_ups(tmp_path: Path) -> 
     artifacts.mkdir()
     (artifacts / "started").write_text("100\n")
     (artifacts / "phases.tsv").write_text("bootstrap\t90\t0\npytest\t1800\t1\n")
-    (artifacts / "junit.xml").write_text(JUNIT)
+    (artifacts / "parts.tsv").write_text("sandbox-free\t480\t0\nintegration\t1500\t1\n")
+    (artifacts / "junit-integration.xml").write_text(JUNIT)
     ups = tmp_path / "ups.jsonl"
     bare = HostState("gfsb-h1", "10.231.7.11")
     kept = HostState("gfsb-h2", "10.231.7.12", layers=["/s/hosts/gfsb-h2"])
@@ -43,6 +44,8 @@ def test_the_report_gives_phases_tiers_slowest_tests_and_ups(tmp_path: Path) -> 
     text = _ci_time().report(artifacts, ups)
     assert "bootstrap                     1.5  0" in text
     assert "total                        31.5" in text
+    assert "sandbox-free                  8.0  0" in text
+    assert "integration                  25.0  1" in text
     assert "integration                   5.0      2  1 failure, 1 passed" in text
     assert "workloads                     0.0      1  1 skipped" in text
     slowest = text.split("slowest 20 tests")[1].splitlines()[1:3]

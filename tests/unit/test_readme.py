@@ -26,6 +26,8 @@ def test_every_diagnosis_code_is_in_troubleshooting(code: str) -> None:
 
 def test_readme_test_command_is_what_ci_runs() -> None:
     ci = (REPO_ROOT / ".ci" / "run").read_text(encoding="utf-8")
-    commands = re.findall(r"^\.venv/bin/python -m pytest.*$", ci, flags=re.MULTILINE)
-    assert commands, ".ci/run does not run the test command"
-    assert commands[-1] in README, "README's test command differs from what .ci/run runs"
+    commands = re.findall(r"^phase tests (.+)$", ci, flags=re.MULTILINE)
+    assert commands == ["scripts/test"], ".ci/run does not run the test command as its tests phase"
+    assert re.search(r"^scripts/bootstrap && scripts/test\b", README, flags=re.MULTILINE), (
+        "README's test command differs from what .ci/run runs"
+    )
