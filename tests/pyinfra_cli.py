@@ -4,6 +4,7 @@ and for the integration tier's.
 
     done = pyinfra_cli.run(inventory, pyinfra_cli.GPU_NODE, "--dry", "--json")
     done, plan = pyinfra_cli.plan(inventory)   # --dry --json, the plan's operations
+    done = pyinfra_cli.deploy(inventory, "--json", "--limit", "gfsb-h1")  # -y: a real run
 """
 
 from __future__ import annotations
@@ -23,20 +24,27 @@ GPU_NODE = ROOT / "deploy" / "gpu_node.py"
 BARE = {"PATH": "/usr/bin:/bin"}
 
 
+def environment(
+    base: Mapping[str, str] | None = None, env: Mapping[str, str] | None = None
+) -> dict[str, str]:
+    """``base`` (this process's environment when None; `BARE` for a bare one), plus
+    PYTHONPATH, PYINFRA_PROGRESS=off and ``env``."""
+    environment = {**(os.environ if base is None else base), "PYTHONPATH": str(ROOT)}
+    environment.update({"PYINFRA_PROGRESS": "off", **(env or {})})
+    return environment
+
+
 def run(
     *args: str | Path,
     base: Mapping[str, str] | None = None,
     env: Mapping[str, str] | None = None,
     timeout: float = 120,
 ) -> subprocess.CompletedProcess[str]:
-    """``pyinfra ARGS`` in the repository root. The environment is ``base`` (this process's
-    when None; `BARE` for a bare one), plus PYTHONPATH, PYINFRA_PROGRESS=off and ``env``."""
-    environment = {**(os.environ if base is None else base), "PYTHONPATH": str(ROOT)}
-    environment.update({"PYINFRA_PROGRESS": "off", **(env or {})})
+    """``pyinfra ARGS`` in the repository root, in `environment` (base, env)."""
     return subprocess.run(
         [PYINFRA, *map(str, args)],
         cwd=ROOT,
-        env=environment,
+        env=environment(base, env),
         capture_output=True,
         text=True,
         timeout=timeout,
@@ -61,3 +69,39 @@ def plan(
     """``pyinfra INVENTORY DEPLOY --dry --json EXTRA``: the run and its plan's operations."""
     done = run(inventory, deploy, "--dry", "--json", *extra, **options)
     return done, json_of(done)["plan"]
+
+
+def confirmed(args: tuple[str | Path, ...]) -> list[str | Path]:
+    """``-y`` before ARGS for a real run. A dry run goes without it: ``-y`` also turns pyinfra's
+    change detection off (``State(check_for_changes=not yes)``), and a dry run with it would
+    report no change at all."""
+    return [*([] if "--dry" in args else ["-y"]), *args]
+
+
+def deploy(
+    inventory: str | Path,
+    *args: str | Path,
+    deploy: str | Path = GPU_NODE,
+    env: Mapping[str, str] | None = None,
+    timeout: float = 1800,
+) -> subprocess.CompletedProcess[str]:
+    """``pyinfra [-y] ARGS INVENTORY DEPLOY``: a deploy (real unless ARGS hold ``--dry``)."""
+    return run(*confirmed(args), inventory, deploy, env=env, timeout=timeout)
+
+
+def start(
+    inventory: str | Path,
+    *args: str | Path,
+    deploy: str | Path = GPU_NODE,
+    env: Mapping[str, str] | None = None,
+) -> subprocess.Popen[str]:
+    """`deploy` started, not waited for: for a test that cuts it off or holds it midway."""
+    return subprocess.Popen(
+        [PYINFRA, *map(str, confirmed(args)), str(inventory), str(deploy)],
+        cwd=ROOT,
+        env=environment(None, env),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        stdin=subprocess.DEVNULL,
+        text=True,
+    )

@@ -3,10 +3,7 @@
 
 from __future__ import annotations
 
-import json
-import os
 import subprocess
-import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -15,12 +12,12 @@ from typing import Any
 from gpufleet.sandbox.inventory import REFUSE_ENV, group_data
 from gpufleet.spec import NodeSpec
 from gpufleet.stages.host_probe import DRIVER_MARKER
-from tests.integration.conftest import REPO, Sandbox, gpufleet
+from tests import pyinfra_cli
+from tests.integration.conftest import Sandbox, gpufleet
 
 GOOD = ("gfsb-h1", "gfsb-h2", "gfsb-h3")
 REFUSED = "gfsb-h4"
 INVENTORY = "inventories/sandbox.py"
-DEPLOY = "deploy/gpu_node.py"
 DEPLOY_TIMEOUT_S = 1800
 # Paths the deploy manages (gpufleet/stages/*): checked here as a user would check a server.
 KEYRING = "/usr/share/keyrings/gpufleet-nvidia-cuda.gpg"
@@ -62,30 +59,13 @@ class Run:
 
 
 def pyinfra(*args: str, refuse: str = REFUSED) -> Run:
-    """Run the real pyinfra CLI with JSON output against the sandbox inventory."""
-    env = dict(os.environ, **{REFUSE_ENV: refuse})
-    # `-y` also turns pyinfra's change detection off (State(check_for_changes=not yes)), and a
-    # dry run without it reports no change at all: dry runs go without `-y`.
-    confirm = [] if "--dry" in args else ["-y"]
-    command = [str(Path(sys.executable).with_name("pyinfra")), *confirm, "--json", *args]
+    """The real pyinfra CLI with JSON output against the sandbox inventory, `refuse` refused."""
     started = time.monotonic()
-    proc = subprocess.run(
-        [*command, INVENTORY, DEPLOY],
-        cwd=REPO,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=DEPLOY_TIMEOUT_S,
+    proc = pyinfra_cli.deploy(
+        INVENTORY, "--json", *args, env={REFUSE_ENV: refuse}, timeout=DEPLOY_TIMEOUT_S
     )
     wall = time.monotonic() - started
-    try:
-        report = json.loads(proc.stdout)
-    except json.JSONDecodeError:
-        raise AssertionError(
-            f"pyinfra {' '.join(args)} printed no JSON (exit {proc.returncode}):\n"
-            f"{proc.stdout[-3000:]}\n{proc.stderr[-6000:]}"
-        ) from None
-    return Run(proc.returncode, report, proc.stderr, wall)
+    return Run(proc.returncode, pyinfra_cli.json_of(proc), proc.stderr, wall)
 
 
 def validate(results: Path, tier: str) -> subprocess.CompletedProcess[str]:

@@ -4,12 +4,11 @@ the real pyinfra CLI on it, the plan a dry run reports, drift's arguments, and S
 from __future__ import annotations
 
 import json
-import os
 import subprocess
-import sys
 from pathlib import Path
 
 from gpufleet.spec import NodeSpec
+from tests import pyinfra_cli
 from tests.integration.conftest import REPO, Sandbox
 
 DEPLOY = "deploy/gpu_node.py"
@@ -33,25 +32,19 @@ sandbox = (
 def pyinfra(
     inventory: Path, *args: str, overrides: dict | None = None, wait: bool = True
 ) -> subprocess.CompletedProcess[str] | subprocess.Popen[str]:
-    """The real pyinfra CLI; a dry run goes without `-y` (with it, no change is detected)."""
-    env = dict(os.environ, **{OVERRIDES_ENV: json.dumps(overrides or {})})
-    confirm = [] if "--dry" in args else ["-y"]
-    command = [str(Path(sys.executable).with_name("pyinfra")), *confirm, *args]
-    command += [str(inventory), DEPLOY]
+    """The real pyinfra CLI on `inventory` with per-host `overrides`; started and not waited
+    for when not `wait`."""
+    env = {OVERRIDES_ENV: json.dumps(overrides or {})}
     if not wait:
-        return subprocess.Popen(
-            command, cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
-        )
-    return subprocess.run(
-        command, cwd=REPO, env=env, capture_output=True, text=True, timeout=TIMEOUT_S
-    )
+        return pyinfra_cli.start(inventory, *args, env=env)
+    return pyinfra_cli.deploy(inventory, *args, env=env, timeout=TIMEOUT_S)
 
 
 def planned_changes(inventory: Path, name: str, overrides: dict | None = None) -> list[str]:
     """Operations `pyinfra --dry --json` would change on `name`."""
     proc = pyinfra(inventory, "--dry", "--json", "--limit", name, overrides=overrides)
     assert isinstance(proc, subprocess.CompletedProcess)
-    plan = json.loads(proc.stdout)["plan"]
+    plan = pyinfra_cli.json_of(proc)["plan"]
     return [
         op["name"]
         for op in plan

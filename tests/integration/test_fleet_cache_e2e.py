@@ -6,13 +6,9 @@ an install's debs before every host installs them (gpufleet.stages.fleet_cache.i
 
 from __future__ import annotations
 
-import json
-import os
 import subprocess
-import sys
 import time
 from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 
@@ -20,7 +16,8 @@ from gpufleet.sandbox.inventory import CACHE_ENV
 from gpufleet.sandbox.serve import request_log
 from gpufleet.sandbox.state import STATE_DIR
 from gpufleet.sandbox.upstream import Served, counts
-from tests.integration.conftest import REPO, Sandbox, running_sandbox
+from tests import pyinfra_cli
+from tests.integration.conftest import Sandbox, running_sandbox
 
 # A whole first deploy of 3 bare hosts through the cache: the first deploy is what is tested.
 pytestmark = pytest.mark.integration
@@ -38,19 +35,10 @@ def sandbox() -> Iterator[Sandbox]:
 
 
 def deploy(*args: str) -> tuple[subprocess.CompletedProcess[str], float]:
-    """The real pyinfra CLI, JSON output, the sandbox inventory with gfsb-h1 as the cache.
-    (``-y`` turns change detection off, so dry runs go without it.)"""
-    confirm = [] if "--dry" in args else ["-y"]
-    command = [str(Path(sys.executable).with_name("pyinfra")), *confirm, "--json", *args]
+    """The real pyinfra CLI, JSON output, the sandbox inventory with gfsb-h1 as the cache."""
     started = time.monotonic()
-    proc = subprocess.run(
-        [*command, "inventories/sandbox.py", "deploy/gpu_node.py"],
-        cwd=REPO,
-        env=dict(os.environ, **{CACHE_ENV: CACHE}),
-        capture_output=True,
-        text=True,
-        timeout=1500,
-        stdin=subprocess.DEVNULL,
+    proc = pyinfra_cli.deploy(
+        "inventories/sandbox.py", "--json", *args, env={CACHE_ENV: CACHE}, timeout=1500
     )
     return proc, time.monotonic() - started
 
@@ -88,7 +76,7 @@ def test_three_hosts_fetch_each_artifact_from_upstream_once(sandbox: Sandbox) ->
         assert done.returncode == 0, done.stderr
         assert cache_url in done.stdout
     dry, dry_s = deploy("--dry", "--parallel", "3")
-    changing = {op["name"]: op["hosts_with_change"] for op in json.loads(dry.stdout)["plan"]
+    changing = {op["name"]: op["hosts_with_change"] for op in pyinfra_cli.json_of(dry)["plan"]
                 if op["hosts_with_change"]}  # fmt: skip
     print(f"no-op --dry through the cache: {dry_s:.1f} s")
     assert changing == {}

@@ -11,10 +11,7 @@ the noble host python3.12 with TensorFlow 2.21.0 and R580. Kept to the quick tie
 from __future__ import annotations
 
 import json
-import os
 import re
-import subprocess
-import sys
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -26,13 +23,13 @@ import pytest
 from gpufleet.sandbox.inventory import REFUSE_ENV, group_data
 from gpufleet.spec import NodeSpec
 from gpufleet.stages import monitoring
-from tests.integration.conftest import REPO, Sandbox, gpufleet, running_sandbox
+from tests import pyinfra_cli
+from tests.integration.conftest import Sandbox, gpufleet, running_sandbox
 
 pytestmark = pytest.mark.integration
 
 HOST = "gfsb-h1"
 INVENTORY = "inventories/sandbox.py"
-DEPLOY = "deploy/gpu_node.py"
 
 
 @dataclass(frozen=True)
@@ -68,25 +65,10 @@ class Fleet:
 
 def pyinfra(*args: str) -> tuple[int, dict[str, Any], str, float]:
     """The real pyinfra CLI with JSON output against the sandbox inventory (no refused host)."""
-    confirm = [] if "--dry" in args else ["-y"]  # `-y` turns change detection off
-    command = [str(Path(sys.executable).with_name("pyinfra")), *confirm, "--json", *args]
     started = time.monotonic()
-    proc = subprocess.run(
-        [*command, INVENTORY, DEPLOY],
-        cwd=REPO,
-        env=dict(os.environ, **{REFUSE_ENV: ""}),
-        capture_output=True,
-        text=True,
-        timeout=1800,
-    )
+    proc = pyinfra_cli.deploy(INVENTORY, "--json", *args, env={REFUSE_ENV: ""})
     wall = time.monotonic() - started
-    try:
-        report = json.loads(proc.stdout)
-    except json.JSONDecodeError:
-        raise AssertionError(
-            f"pyinfra printed no JSON (exit {proc.returncode}):\n{proc.stderr[-6000:]}"
-        ) from None
-    return proc.returncode, report, proc.stderr, wall
+    return proc.returncode, pyinfra_cli.json_of(proc), proc.stderr, wall
 
 
 @pytest.fixture(scope="module", params=CASES)

@@ -13,10 +13,7 @@ from __future__ import annotations
 
 import json
 import shutil
-import subprocess
-import sys
 from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 
@@ -24,7 +21,8 @@ from gpufleet.drift.sentences import sentence_for
 from gpufleet.sandbox.standins.signing import throwaway_key
 from gpufleet.sandbox.state import STATE_DIR
 from gpufleet.stages.nvidia_repo import SIGNED_OPERATION, SOURCES
-from tests.integration.conftest import REPO, Sandbox, gpufleet, running_sandbox
+from tests import pyinfra_cli
+from tests.integration.conftest import Sandbox, gpufleet, running_sandbox
 
 pytestmark = pytest.mark.integration
 
@@ -34,17 +32,8 @@ SIGNATURES = ("InRelease", "Release.gpg")
 
 
 def deploy(*args: str) -> tuple[int, dict | None, str]:
-    """The real pyinfra CLI (``-y`` unless ``--dry``): exit status, JSON report (None when it
-    printed none), log."""
-    confirm = [] if "--dry" in args else ["-y"]
-    pyinfra = str(Path(sys.executable).with_name("pyinfra"))
-    proc = subprocess.run(
-        [pyinfra, *confirm, "--json", *args, INVENTORY, "deploy/gpu_node.py"],
-        cwd=REPO,
-        capture_output=True,
-        text=True,
-        timeout=1800,
-    )
+    """The real pyinfra CLI: exit status, JSON report (None when it printed none), log."""
+    proc = pyinfra_cli.deploy(INVENTORY, "--json", *args)
     try:
         report = json.loads(proc.stdout)
     except json.JSONDecodeError:

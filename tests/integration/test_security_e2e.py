@@ -10,15 +10,14 @@ install the genuine archive without ever writing to, or reading from, that file.
 from __future__ import annotations
 
 import hashlib
-import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from gpufleet.stages.validation_payload import payload_archive
-from tests.integration.conftest import REPO, Sandbox, running_sandbox
+from tests import pyinfra_cli
+from tests.integration.conftest import Sandbox, running_sandbox
 
 pytestmark = pytest.mark.integration
 
@@ -51,14 +50,7 @@ def test_finding02_local_user_cannot_swap_the_payload(sandbox: Sandbox, tmp_path
         "from gpufleet.stages.validation_payload import payload_archive\n"
         f"payload.directory(name='payload', archive=payload_archive(), dest_dir={DEST!r})\n"
     )
-    pyinfra = str(Path(sys.executable).with_name("pyinfra"))
-    run = subprocess.run(
-        [pyinfra, "-y", "inventories/sandbox.py", str(deploy)],
-        cwd=REPO,
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
+    run = pyinfra_cli.deploy("inventories/sandbox.py", deploy=deploy, timeout=300)
     assert run.returncode == 0, run.stdout + run.stderr
     after = sandbox.ssh(
         0,
