@@ -13,8 +13,8 @@ stand-ins for a GPU host, and the review's 5 % / 2 % between-process spreads):
 
 Speed checks are judged as the suite judges them: one fresh process (compare_ab: settled
 warm-up, ABBA pairs), then one more while the verdict is inconclusive, up to the tier's
-budget (validation.tiers.PROCESSES; alpha shared among the looks). Throughput figures the same
-way through judge_sample_runs. Regressions: regression_verdict on a log-normal figure with
+budget (validation.verdicts.tiers.PROCESSES; alpha shared among the looks). Throughput figures the
+same way through judge_sample_runs. Regressions: regression_verdict on a log-normal figure with
 run-to-run CV 3/4/5 %, as before.
 """
 
@@ -39,8 +39,8 @@ from tests.unit.noise_models import (  # noqa: E402
     adaptive_check,
     adaptive_figure_check,
 )
-from validation.harness import Judgement  # noqa: E402
-from validation.tiers import PROCESSES  # noqa: E402
+from validation.verdicts.harness import Judgement  # noqa: E402
+from validation.verdicts.tiers import PROCESSES  # noqa: E402
 
 THRESHOLD = 1.1
 # Relative to the floor: no effect (1/1.1), at the floor, the healthy goal (1.10x), clear (1.2x).

@@ -1,10 +1,10 @@
 """Print the CPU timings of every validation workload, tier by tier (issue 13 item 10).
 
-Runs each workload of validation.tiers as the suite does (``python -m validation.workloads.NAME
-[--quick] --json FILE``, one fresh process, this checkout on PYTHONPATH) and prints its wall
-time (process start and TensorFlow import included) and its own ``duration_s``. Asserts
-nothing: on a GPU-less machine the figures are CPU timings (the workloads' CPU sizes, the same
-in both tiers), the cost CI pays; the GPU estimates are in README "Time budget". The quick
+Runs each workload of validation.verdicts.tiers as the suite does (``python -m
+validation.workloads.NAME [--quick] --json FILE``, one fresh process, this checkout on PYTHONPATH)
+and prints its wall time (process start and TensorFlow import included) and its own ``duration_s``.
+Asserts nothing: on a GPU-less machine the figures are CPU timings (the workloads' CPU sizes, the
+same in both tiers), the cost CI pays; the GPU estimates are in README "Time budget". The quick
 tier's workloads are then timed again in one process, as the tier runs them on a host.
 
     .venv/bin/python benchmarks/workload_timings.py                 # both tiers
@@ -27,8 +27,8 @@ REPO = Path(__file__).resolve().parent.parent
 
 
 def _tiers(checkout: Path) -> dict[str, list[str]]:
-    """The checkout's own tiers (validation/tiers.py), read in a subprocess of it."""
-    code = "import json, validation.tiers as t; print(json.dumps(t.TIERS))"
+    """The checkout's own tiers (validation/verdicts/tiers.py), read in a subprocess of it."""
+    code = "import json, validation.verdicts.tiers as t; print(json.dumps(t.TIERS))"
     out = subprocess.run(
         [sys.executable, "-c", code], cwd=checkout, capture_output=True, text=True, check=True
     )

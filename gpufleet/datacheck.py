@@ -55,7 +55,7 @@ def host_problems(
     """One host's data (with the overrides) checked as the deploy checks it: per problem, the
     message and where its value was set."""
     from gpufleet.spec import NodeSpec, SpecError
-    from validation.expectations import spec_data
+    from validation.verdicts.expectations import spec_data
 
     overrides = overrides or {}
     try:

@@ -6,8 +6,8 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 
 from gpufleet import health_ecc, health_limits
+from gpufleet.floors.datasheets import expected_gpu_count
 from gpufleet.health_base import Finding, field_of, gpus_of, label
-from gpufleet.matrix.datasheets import expected_gpu_count
 
 __all__ = ["Finding", "field_of", "gpus_of", "label"]
 
@@ -55,7 +55,7 @@ def check_gpu_count(smi: Any, expected: int | None, nvswitches: int = 0) -> list
 
     Without an expected count, the board gives one (review 2 N13): NVSwitch on the PCI bus
     means 8 GPUs, and SXM parts come 1, 2, 4, 8 or 16 to a host, so 7 of 8 fails even when
-    the lost GPU has left the PCI bus too (gpufleet.matrix.datasheets)."""
+    the lost GPU has left the PCI bus too (gpufleet.floors.datasheets)."""
     gpus = gpus_of(smi)
     seen = len(gpus)
     source = "the inventory's gpu count"

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from gpufleet.floors.datasheets import datasheet
 from gpufleet.health_base import Finding, field_of, gpus_of, label
-from gpufleet.matrix.datasheets import datasheet
 
 
 def check_pcie_datasheet(smi: Any) -> list[Finding]:

@@ -21,8 +21,8 @@ from typing import Any
 import pytest
 
 from gpufleet.report.schema import new_document
-from validation import hostinfo
-from validation.expectations import (
+from validation.host import hostinfo
+from validation.verdicts.expectations import (
     ENV_VAR,
     Expectations,
     ExpectationsError,
@@ -30,7 +30,7 @@ from validation.expectations import (
     resolution_dict,
     spec_summary,
 )
-from validation.runstate import STATE, CheckRecord, RunState, vendor_section
+from validation.verdicts.runstate import STATE, CheckRecord, RunState, vendor_section
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:

@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from gpufleet import health
-from validation.hostinfo import HostInfo
+from validation.host.hostinfo import HostInfo
 
 # The load: one thread per GPU multiplies 8192x8192 float32 matrices. Once every GPU has
 # finished a matmul the script prints LOADED (GPUs that did not start within READY_TIMEOUT_S

@@ -10,7 +10,7 @@ import pytest
 
 from gpufleet import matrix
 from gpufleet.matrix.drivers import branch_of, version_tuple
-from validation.hostinfo import (
+from validation.host.hostinfo import (
     GPU_LESS_DRIVER_REASON,
     GPU_SKIP_PREFIX,
     HostInfo,

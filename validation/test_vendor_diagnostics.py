@@ -11,8 +11,8 @@ from gpufleet.parsers import parse_dcgm_diag, parse_nccl_tests
 from gpufleet.parsers.nccl import NcclTestsParseError, NcclTestsResult
 from gpufleet.vendor import Verdict, figure_of, judge_dcgm, judge_nccl
 from gpufleet.vendor.section import dcgm_section, nccl_section
-from validation.hostinfo import HostInfo
-from validation.vendor_runs import (
+from validation.host.hostinfo import HostInfo
+from validation.vendor.runs import (
     DCGM_OFF,
     DCGMI_MISSING,
     dcgm_command,
@@ -90,7 +90,8 @@ def test_nccl_allreduce(
     if parsed is None and rc:
         # A run that crashed before its table: the exit code and the parser's words say why.
         verdict = Verdict(verdict.check, "fail", f"all_reduce_perf exited {rc}: {no_table}")
-    # Where the workloads' all-reduce check reads it (validation.runstate.nccl_tests_busbw).
+    # Where the workloads' all-reduce check reads it
+    # (validation.verdicts.runstate.nccl_tests_busbw).
     run_state.vendor["nccl_tests"] = nccl_section(verdict, parsed=parsed, figure=figure, **where)
     _apply(verdict, record)
 

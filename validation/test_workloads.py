@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from validation.gpu_selection import (
+from validation.host.gpu_selection import (
     DOC_SEPARATOR,
     combine_gpus,
     gpus_under_test,
@@ -17,10 +17,10 @@ from validation.gpu_selection import (
     split_documents,
     visible_env,
 )
-from validation.nccl_reference import from_run
-from validation.processes import merge_processes, undecided
-from validation.runstate import STATE
-from validation.tiers import BUNDLED, FULL_WORKLOADS, PROCESSES, QUICK_WORKLOADS, TIMEOUT_S
+from validation.vendor.nccl_reference import from_run
+from validation.verdicts.processes import merge_processes, undecided
+from validation.verdicts.runstate import STATE
+from validation.verdicts.tiers import BUNDLED, FULL_WORKLOADS, PROCESSES, QUICK_WORKLOADS, TIMEOUT_S
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
@@ -46,7 +46,7 @@ def workload_command(
     ``payload_dir`` holds the ``validation`` and ``gpufleet`` packages: the host's
     ``<payload_dir>/current`` (what the validation_payload stage installs) or a checkout; the
     workload runs there with ``PYTHONPATH`` at it. ``gpu``: the CUDA ordinal the workload is
-    pinned to (validation.gpu_selection); ``extra``: more ``--option value`` pairs.
+    pinned to (validation.host.gpu_selection); ``extra``: more ``--option value`` pairs.
 
     Example: ``workload_command("xla", python="/opt/env/bin/python",
     payload_dir="/opt/gpufleet/validation/current", quick=True, thresholds={}, timeout_s=300)``
@@ -121,7 +121,7 @@ def bundle_documents(host: Any, names: Sequence[str], command: str) -> tuple[dic
 
 def _processes(host: Any, workload: str, command: str, tier: str, gpu: str | None) -> dict:
     """The workload's document over fresh processes (more only while a speed verdict is at
-    stake, validation.processes); pytest.fail when a process printed no document."""
+    stake, validation.verdicts.processes); pytest.fail when a process printed no document."""
     docs: list[dict[str, Any]] = []
     merged: dict[str, Any] | None = None
     while len(docs) < PROCESSES[tier] and (merged is None or undecided(merged)):
@@ -144,7 +144,7 @@ def _processes(host: Any, workload: str, command: str, tier: str, gpu: str | Non
 def _parallel_processes(
     host: Any, workload: str, commands: dict[str | None, str], tier: str
 ) -> dict[str, dict[str, Any]]:
-    """One document per GPU from processes run on every GPU at once (validation.gpu_selection),
+    """One document per GPU from processes run on every GPU at once (validation.host.gpu_selection),
     as many rounds as _processes would run for any of them."""
     ordinals = sorted((str(g) for g in commands), key=int)
     docs: dict[str, list[dict[str, Any]]] = {o: [] for o in ordinals}

@@ -109,25 +109,6 @@ def client_values(cache: CacheRef, spec: NodeSpec, *, own: bool = False) -> dict
     }
 
 
-# Exit 0 when both of the cache's services answer HTTP within 10 s, proxies ignored (a client's
-# apt proxy may not reach the cache); prints what failed. $1 apt-cacher-ng URL, $2 index URL.
-ANSWERS = r"""
-import sys, urllib.error, urllib.request
-opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
-failed = []
-for url, any_status in ((sys.argv[1] + "/", True), (sys.argv[2], False)):
-    try:
-        opener.open(url, timeout=10).close()
-    except urllib.error.HTTPError as exc:
-        if not any_status:
-            failed.append(f"{url} (HTTP {exc.code})")
-    except OSError as exc:
-        failed.append(f"{url} ({getattr(exc, 'reason', exc)})")
-print("gpufleet-cache: " + ("; ".join(failed) if failed else "answers"))
-sys.exit(1 if failed else 0)
-"""
-
-
 def answers(host: Any, cache: CacheRef) -> bool:
     """Whether the cache answers from ``host`` now (a fact: one round trip); logs the fallback."""
     from pyinfra import logger

@@ -5,7 +5,23 @@ from __future__ import annotations
 from pyinfra.api import FactBase, QuoteString, StringCommand
 from typing_extensions import override
 
-from gpufleet.cache.derive import ANSWERS
+# Exit 0 when both of the cache's services answer HTTP within 10 s, proxies ignored (a client's
+# apt proxy may not reach the cache); prints what failed. $1 apt-cacher-ng URL, $2 index URL.
+ANSWERS = r"""
+import sys, urllib.error, urllib.request
+opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+failed = []
+for url, any_status in ((sys.argv[1] + "/", True), (sys.argv[2], False)):
+    try:
+        opener.open(url, timeout=10).close()
+    except urllib.error.HTTPError as exc:
+        if not any_status:
+            failed.append(f"{url} (HTTP {exc.code})")
+    except OSError as exc:
+        failed.append(f"{url} ({getattr(exc, 'reason', exc)})")
+print("gpufleet-cache: " + ("; ".join(failed) if failed else "answers"))
+sys.exit(1 if failed else 0)
+"""
 
 
 class CacheAnswers(FactBase):

@@ -61,7 +61,7 @@ def cluster_host(host: InventoryHost, alias: str) -> ClusterHost:
     from gpufleet.spec import NodeSpec, SpecError
     from gpufleet.stages.nccl_tests import mpi_dir
     from gpufleet.stages.validation_payload import payload_paths
-    from validation.expectations import spec_data
+    from validation.verdicts.expectations import spec_data
 
     if host.is_local:
         raise ClusterError(

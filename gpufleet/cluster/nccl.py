@@ -2,7 +2,7 @@
 
 One run over every GPU of the group (``gpufleet.cluster.nccl_launch``: mpirun over SSH, or srun
 on a Slurm partition), its table read by ``gpufleet.parsers.nccl``, NCCL's transport by
-``validation.nccl_transport``, its max busbw judged by ``gpufleet.matrix.nccl_cluster_floors``.
+``validation.vendor.nccl_transport``, its max busbw judged by ``gpufleet.floors.nccl_cluster``.
 A failing group is re-run by pairs (``gpufleet.cluster.culprit``) to name the host.
 """
 
@@ -16,12 +16,12 @@ from gpufleet.cluster import culprit
 from gpufleet.cluster.config import ClusterError, ClusterHost
 from gpufleet.cluster.launcher import Launcher
 from gpufleet.cluster.nccl_launch import mpirun_argv, nccl_env, srun_nccl_argv
-from gpufleet.matrix.nccl_cluster_floors import cluster_floors, judge_busbw
+from gpufleet.floors.nccl_cluster import cluster_floors, judge_busbw
 from gpufleet.parsers.nccl import NcclTestsParseError, parse_nccl_tests, rank_hosts
-from validation.nccl_transport import parse_transports
+from validation.vendor.nccl_transport import parse_transports
 
 LABEL = "nccl-tests"
-RUN_TIMEOUT_S = 1200  # as the full tier's single-host run (validation.vendor_runs)
+RUN_TIMEOUT_S = 1200  # as the full tier's single-host run (validation.vendor.runs)
 SKIP_NO_MPI = (
     "nccl_tests_mpi is off on {hosts}: the deploy builds all_reduce_perf with MPI (for runs "
     "across hosts) only where the inventory asks. Fix: nccl_tests_mpi: true, then deploy"

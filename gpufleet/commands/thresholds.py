@@ -6,8 +6,8 @@ import argparse
 import sys
 from collections.abc import Sequence
 
-from gpufleet.matrix.floors import INTERCONNECTS
-from gpufleet.matrix.floors_show import run
+from gpufleet.floors.derived import INTERCONNECTS
+from gpufleet.floors.show import run
 
 
 def _count(text: str) -> int:

@@ -1,9 +1,4 @@
-"""The version matrix: which TF, Python, CUDA, cuDNN, NCCL and driver go together, per GPU.
-
-Tables: ``tf_releases``, ``drivers``, ``gpus``, ``apt_names``; rules: ``checks``; the resolver:
-``resolver``. This package re-exports the resolver's names, e.g.
-``from gpufleet.matrix import resolve``.
-"""
+"""The version matrix: TF, Python, CUDA, cuDNN, NCCL, driver and apt names, with the resolver."""
 
 from gpufleet.matrix import resolver
 from gpufleet.matrix.resolver import *  # noqa: F403  (the names listed in resolver.__all__)

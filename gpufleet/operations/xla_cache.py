@@ -11,7 +11,7 @@ from pyinfra import host
 from pyinfra.api import OperationError, QuoteString, StringCommand, operation
 
 from gpufleet.operations.probes import file_digest
-from validation.xla_cache import MARKER
+from validation.workloads.xla_cache import MARKER
 
 # $1: the payload folder (``current``), $2: the environment's Python (its wrapper), $3: the
 # cache folder, $4: the marker's text. Decided when it runs: the installed driver serves the

@@ -1,0 +1,1 @@
+"""Results documents and what is made of them: schema, terminal, HTML, figures, Prometheus."""

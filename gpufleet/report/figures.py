@@ -49,8 +49,8 @@ class Rule:
 
 
 # Per workload; metrics that match no rule (losses, errors, CI bounds) are not headline figures.
-# The threshold keys are those of validation/thresholds.toml; a rule without one takes the
-# floor the workload recorded in config["floors"] under the figure's name (gpufleet.matrix.floors).
+# The threshold keys are those of validation/verdicts/thresholds.toml; a rule without one takes the
+# floor the workload recorded in config["floors"] under the figure's name (gpufleet.floors.derived).
 _PRECISION = r"(fp32|tf32|fp16|bf16|amp)"
 RULES: dict[str, tuple[Rule, ...]] = {
     "resnet50": (

@@ -6,9 +6,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from gpufleet.matrix.floor_checks import figures_from
+from gpufleet.floors.checks import figures_from
 
-# How a results document names a floor's origin (gpufleet.matrix.floors and .calibration write
+# How a results document names a floor's origin (gpufleet.floors.derived and .calibration write
 # the text; these are its first words): the label the report shows for each.
 ORIGIN_LABELS = {
     "calibration": "calibration",

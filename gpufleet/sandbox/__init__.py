@@ -1,0 +1,1 @@
+"""The sandbox fleet: systemd-nspawn hosts, their network, stand-in upstreams and snapshots."""

@@ -314,7 +314,7 @@ def threshold_errors(value: dict[str, Any]) -> list[str]:
         ]
     # The validation package ships with gpufleet (the payload); imported here only, as
     # validate/runner.py does, so the spec does not load it for every other key.
-    from validation.thresholds import ThresholdsError, load_thresholds
+    from validation.verdicts.thresholds import ThresholdsError, load_thresholds
 
     try:
         load_thresholds(None, None, value)

@@ -12,7 +12,7 @@ from pyinfra.operations import systemd
 
 from gpufleet.cache import derive
 from gpufleet.cache import wheelhouse as cache_wheelhouse
-from gpufleet.cache.facts import CacheAnswers
+from gpufleet.cache.facts import ANSWERS, CacheAnswers
 from gpufleet.matrix import locks
 from gpufleet.operations import apt as gpufleet_apt
 from gpufleet.operations import files as gpufleet_files
@@ -285,7 +285,7 @@ def answers(cache: str, apt_url: str, pip_url: str):
     )
     yield StringCommand(
         "python3 -c",
-        QuoteString(derive.ANSWERS),
+        QuoteString(ANSWERS),
         QuoteString(apt_url),
         QuoteString(pip_url),
         "|| { echo",

@@ -28,7 +28,7 @@ SERVICE = "gpufleet-periodic.service"
 # CUDA_CACHE_MAXSIZE at CUDA's maximum, 4 GiB (issue 13 item 7 asks for >= 2 GiB).
 CUDA_CACHE_DIR = "gpufleet/cuda-compute-cache"
 CUDA_CACHE_MAX_BYTES = 4 * 2**30
-# XLA's persistent compilation cache of the unit (validation.xla_cache bounds its size).
+# XLA's persistent compilation cache of the unit (validation.workloads.xla_cache bounds its size).
 XLA_CACHE_DIR = "gpufleet/xla-compile-cache"
 TIMER = "gpufleet-periodic.timer"
 UNIT_DIR = "/etc/systemd/system"

@@ -17,9 +17,9 @@ from gpufleet.templates import render
 
 WRAPPER = "/usr/local/bin/gpufleet-python"
 # What gpufleet's own code run on the host needs in the environment besides TensorFlow: NVML
-# for the workloads' utilization sampler (validation/nvml_sampler.py) and, before Python 3.11's
-# tomllib, tomli for validation/thresholds.py. The same pins as pyproject.toml's dependencies
-# (tests/unit/test_stages_files.py checks); scripts/make-locks puts them in every lock.
+# for the workloads' utilization sampler (validation/host/nvml_sampler.py) and, before Python 3.11's
+# tomllib, tomli for validation/verdicts/thresholds.py. The same pins as pyproject.toml's
+# dependencies (tests/unit/test_stages_files.py checks); scripts/make-locks puts them in every lock.
 HOST_REQUIREMENTS = ("nvidia-ml-py==13.590.48", "tomli==2.5.0; python_version < '3.11'")
 # uv (use_uv), pinned like everything else the deploy installs: its 2026-11 release on PyPI.
 UV_REQUIREMENT = "uv==0.13.8"

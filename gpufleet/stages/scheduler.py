@@ -62,7 +62,7 @@ def healthcheck_script(payload_dir: str) -> str:
         "# slurmd runs it with a minimal environment: name the tools' directories\n"
         "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin\n"
         "export PATH\n"
-        f"PYTHONPATH={shlex.quote(current)} exec {PYTHON} -m validation.healthcheck "
+        f"PYTHONPATH={shlex.quote(current)} exec {PYTHON} -m validation.host.healthcheck "
         f'--config {HEALTHCHECK_CONFIG} --slurm "$@"\n'
     )
 

@@ -11,7 +11,7 @@ from gpufleet.operations import xla_cache
 from gpufleet.stages.node import NodePlan, node_plan
 from gpufleet.stages.python_env import WRAPPER
 from gpufleet.stages.validation_payload import payload_archive, payload_paths
-from validation.xla_cache import ROOT_DIRECTORY
+from validation.workloads.xla_cache import ROOT_DIRECTORY
 
 
 def warm_marker(plan: NodePlan) -> str:

@@ -8,8 +8,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from gpufleet.matrix import calibration
-from gpufleet.matrix.floors import Floor, FloorError
+from gpufleet.floors import calibration
+from gpufleet.floors.derived import Floor, FloorError
 
 # The tier a calibration is made in (gpufleet validate --calibrate runs the full tier) and the
 # only tier it is applied to: the quick tier runs smaller sizes on a GPU, so its figures are
@@ -161,7 +161,7 @@ def summary_rows(figures: Sequence[FigureRuns], margin: float) -> list[tuple[str
 def reference_floors(kinds: Mapping[str, Floor] | None = None) -> dict[str, Floor]:
     """Every floor name of the matrix (8-GPU NVSwitch and 1-GPU hosts of every known model):
     where a CPU figure shares a name with one, its unit and bound come from there."""
-    from gpufleet.matrix.floors import floors_for, known_models
+    from gpufleet.floors.derived import floors_for, known_models
 
     out: dict[str, Floor] = dict(kinds or {})
     for model in known_models():

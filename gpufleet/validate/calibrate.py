@@ -10,10 +10,10 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
+from gpufleet.floors import calibration
+from gpufleet.floors.checks import figures_from
+from gpufleet.floors.derived import Floor, FloorError, canonical_interconnect, floors_for
 from gpufleet.inventory import InventoryError, load_hosts
-from gpufleet.matrix import calibration
-from gpufleet.matrix.floor_checks import figures_from
-from gpufleet.matrix.floors import Floor, FloorError, canonical_interconnect, floors_for
 from gpufleet.text import plain
 from gpufleet.validate import calibfile
 from gpufleet.validate.calibfile import FigureRuns

@@ -41,7 +41,7 @@ def list_checks(tier: str) -> list[str]:
 
     Example: ``"host_state::os_supported" in list_checks("quick")``
     """
-    from validation.tiers import TIERS
+    from validation.verdicts.tiers import TIERS
 
     names: list[str] = []
     for module in SUITE_MODULES:

@@ -48,7 +48,7 @@ def expectations_for(
     """The expectations document for one host; raises SpecError for bad inventory data."""
     from gpufleet.spec import NodeSpec
     from gpufleet.stages.validation_payload import payload_paths
-    from validation.expectations import Expectations, spec_data
+    from validation.verdicts.expectations import Expectations, spec_data
 
     data = spec_data(host.data)
     spec = NodeSpec.from_host_data(data)  # refuse bad data here, with the key named, before SSH

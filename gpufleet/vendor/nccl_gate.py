@@ -6,7 +6,7 @@ import dataclasses
 from dataclasses import dataclass
 from typing import Any
 
-from gpufleet.matrix.nccl_floors import FLOORS, INTERCONNECT_CLASSES, NcclFloor, find_floor
+from gpufleet.floors.nccl import FLOORS, INTERCONNECT_CLASSES, NcclFloor, find_floor
 from gpufleet.parsers.nccl import NcclTestsResult
 from gpufleet.vendor.verdict import Verdict
 

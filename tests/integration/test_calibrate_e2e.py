@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from gpufleet.matrix import calibration
-from gpufleet.matrix.floor_checks import figures_from
+from gpufleet.floors import calibration
+from gpufleet.floors.checks import figures_from
 from gpufleet.report.schema import validate_results
 from tests.integration.conftest import Sandbox, first_deploy, gpufleet, running_sandbox
 

@@ -48,7 +48,7 @@ from tests.integration.deploy_helpers import (
     pyinfra,
     validate,
 )
-from validation.tiers import QUICK_WORKLOADS
+from validation.verdicts.tiers import QUICK_WORKLOADS
 
 pytestmark = pytest.mark.integration
 

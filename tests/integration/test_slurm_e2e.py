@@ -16,7 +16,7 @@ import pytest
 from gpufleet.sandbox.image import MARKER, images_dir
 from tests.integration.conftest import REPO, Sandbox, gpufleet
 from tests.integration.slurm_helpers import Sampler, node, on_controller, saved_states, wait_for
-from validation.healthcheck import LAST_ROUND
+from validation.host.healthcheck import LAST_ROUND
 
 pytestmark = pytest.mark.integration
 HOSTS = 3

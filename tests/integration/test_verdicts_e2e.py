@@ -26,7 +26,7 @@ from gpufleet.spec import NodeSpec
 from gpufleet.stages import monitoring
 from gpufleet.validate import baseline
 from tests.integration.conftest import Sandbox, first_deploy, gpufleet, running_sandbox
-from validation.tiers import PROCESSES
+from validation.verdicts.tiers import PROCESSES
 
 pytestmark = pytest.mark.integration
 
@@ -69,7 +69,7 @@ def test_inconclusive_speed_checks_make_the_host_unproven(inventory: Path, tmp_p
         "validate",
         str(inventory),
         "--tier",
-        "full",  # xla runs in the full tier (validation/tiers.py)
+        "full",  # xla runs in the full tier (validation/verdicts/tiers.py)
         "--results-dir",
         str(results),
         "--select",
@@ -94,7 +94,7 @@ def test_inconclusive_speed_checks_make_the_host_unproven(inventory: Path, tmp_p
     # (root of the sum of squares): 1000.0 % or a little more, never less.
     spread = re.search(r"between-run spread ([0-9.]+) % \(host history\)", speed["reason"])
     assert spread and 1000.0 <= float(spread.group(1)) < 1010.0, speed["reason"]
-    if PROCESSES["full"] > 1:  # judged again over the processes (validation.processes)
+    if PROCESSES["full"] > 1:  # judged again over the processes (validation.verdicts.processes)
         assert speed["judgement"]["processes"] == PROCESSES["full"]
     else:  # one process: its own verdict stands, with the evidence it was judged on
         assert "judgement" not in speed and speed["evidence"]["metric"], speed

@@ -29,7 +29,7 @@ from gpufleet.stages.host_probe import DRIVER_MARKER
 from gpufleet.stages.node import disk_paths
 from gpufleet.stages.validation_payload import payload_archive, payload_paths
 from gpufleet.templates import render
-from validation import xla_cache
+from validation.workloads import xla_cache
 
 PROBE = "##gpufleet-probe:"
 A100 = "20b2"  # NVIDIA A100-SXM4-80GB

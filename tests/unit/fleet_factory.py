@@ -16,7 +16,7 @@ from typing import Any
 
 from gpufleet import health as gpu_health_rules
 from gpufleet.report.schema import new_document
-from validation.periodic_checks import judge_workload
+from validation.periodic.checks import judge_workload
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "results"
 HOST_STATE_CHECKS = (

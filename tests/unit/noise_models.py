@@ -7,8 +7,8 @@ ratio E[t_A] / E[t_B] at the requested ``ratio``.
 
 ``speed_check`` judges a fixed number of processes; ``adaptive_check`` and
 ``adaptive_figure_check`` add processes one at a time while the verdict is inconclusive, up to
-a budget, as the suite does (validation.processes.undecided). The review's models (review 2,
-N2: an assumed 5 % between-process spread, a measured per-class 2 %) are ``REVIEW_MODELS``.
+a budget, as the suite does (validation.verdicts.processes.undecided). The review's models (review
+2, N2: an assumed 5 % between-process spread, a measured per-class 2 %) are ``REVIEW_MODELS``.
 
 Used by tests/unit/test_verdict_simulation.py and benchmarks/verdict_rates.py.
 """
@@ -21,7 +21,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from validation.harness import (
+from validation.verdicts.harness import (
     DEFAULT_CONFIDENCE,
     INCONCLUSIVE,
     Judgement,

@@ -8,8 +8,8 @@ from typing import Any
 
 from tests.unit.test_processes import process_doc
 from validation import test_workloads
-from validation.processes import merge_processes, undecided
-from validation.tiers import PROCESSES
+from validation.verdicts.processes import merge_processes, undecided
+from validation.verdicts.tiers import PROCESSES
 
 
 class Host:

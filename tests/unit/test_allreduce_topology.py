@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from gpufleet.parsers import parse_nvidia_smi_topo
-from validation.thresholds import TOPOLOGY_CLASSES
+from validation.verdicts.thresholds import TOPOLOGY_CLASSES
 from validation.workloads._common import Run
 from validation.workloads._topology import GpuTopology, classify, host_topology
 from validation.workloads.allreduce import choose_floor

@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from gpufleet.matrix.floors import floors_for
-from validation.nccl_reference import (
+from gpufleet.floors.derived import floors_for
+from validation.vendor.nccl_reference import (
     ReferenceError,
     busbw_at,
     from_run,
@@ -22,7 +22,7 @@ from validation.nccl_reference import (
     from_vendor_section,
     read_reference,
 )
-from validation.nccl_transport import expected_kind_missing, parse_transports, transport_of
+from validation.vendor.nccl_transport import expected_kind_missing, parse_transports, transport_of
 from validation.workloads import allreduce
 from validation.workloads._run import Run
 from validation.workloads._topology import GpuTopology

@@ -11,10 +11,10 @@ import pytest
 
 from gpufleet.commands import thresholds as thresholds_cmd
 from gpufleet.commands import validate as validate_cmd
+from gpufleet.floors import calibration
+from gpufleet.floors.derived import FloorError, floors_for
+from gpufleet.floors.show import host_floors
 from gpufleet.inventory import InventoryHost
-from gpufleet.matrix import calibration
-from gpufleet.matrix.floors import FloorError, floors_for
-from gpufleet.matrix.floors_show import host_floors
 from gpufleet.spec import NodeSpec, SpecError
 from gpufleet.validate import calibfile, calibrate
 from validation.test_workloads import workload_command

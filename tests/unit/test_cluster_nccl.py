@@ -18,7 +18,7 @@ from gpufleet.cluster.config import ClusterError, ClusterHost
 from gpufleet.cluster.launcher import background_script
 from gpufleet.cluster.nccl_launch import mpirun_argv, nccl_env, srun_nccl_argv
 from gpufleet.cluster.output import nccl_check, prometheus_text
-from gpufleet.matrix.nccl_cluster_floors import cluster_floors, judge_busbw
+from gpufleet.floors.nccl_cluster import cluster_floors, judge_busbw
 from gpufleet.parsers import parse_nccl_tests
 from gpufleet.parsers.nccl import rank_hosts
 
@@ -226,7 +226,7 @@ def test_a_failing_group_is_rerun_by_pairs_and_the_slow_host_named(monkeypatch):
 def test_the_floor_and_parser_docstring_examples_hold():
     import doctest
 
-    import gpufleet.matrix.nccl_cluster_floors as floors
+    import gpufleet.floors.nccl_cluster as floors
     import gpufleet.parsers.nccl as parser
 
     for module in (floors, parser):

@@ -8,7 +8,7 @@ from pathlib import Path
 from gpufleet.spec import NodeSpec
 from gpufleet.stages import monitoring
 from gpufleet.templates import render
-from validation.xla_cache import ROOT_DIRECTORY, cache_directory
+from validation.workloads.xla_cache import ROOT_DIRECTORY, cache_directory
 
 PRINT = (
     'for v in CUDA_DEVICE_ORDER CUDA_CACHE_PATH CUDA_CACHE_MAXSIZE; do printenv "$v" || echo -; '

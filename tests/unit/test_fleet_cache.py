@@ -14,7 +14,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from gpufleet.cache import derive
+from gpufleet.cache import derive, facts
 from gpufleet.cache import wheelhouse as cache_wheelhouse
 from gpufleet.sandbox import upstream
 from gpufleet.sandbox.serve import request_log, start_server, stop_server
@@ -339,7 +339,7 @@ def test_cache_host_refuses_an_upstream_it_cannot_use(tmp_path, upstream, messag
 
 
 def test_cache_check_fails_naming_what_does_not_answer(tmp_path: Path) -> None:
-    """The clients' check (derive.ANSWERS, the stage's `answers` command) run by a real python:
+    """The clients' check (facts.ANSWERS, the stage's `answers` command) run by a real python:
     any HTTP answer from apt-cacher-ng will do, the index must answer 200."""
     (tmp_path / "www" / "simple").mkdir(parents=True)
     pid, port = serve_www(tmp_path / "www", tmp_path / "http.log")
@@ -347,11 +347,11 @@ def test_cache_check_fails_naming_what_does_not_answer(tmp_path: Path) -> None:
         with refusing_port() as dead:  # bound, not listening: refused, and nobody's
             up = f"http://127.0.0.1:{port}"
             ok = subprocess.run(
-                [sys.executable, "-c", derive.ANSWERS, up, f"{up}/simple/"],
+                [sys.executable, "-c", facts.ANSWERS, up, f"{up}/simple/"],
                 capture_output=True, text=True, timeout=30,
             )  # fmt: skip
             down = subprocess.run(
-                [sys.executable, "-c", derive.ANSWERS, up, f"http://127.0.0.1:{dead}/simple/"],
+                [sys.executable, "-c", facts.ANSWERS, up, f"http://127.0.0.1:{dead}/simple/"],
                 capture_output=True, text=True, timeout=30,
             )  # fmt: skip
     finally:

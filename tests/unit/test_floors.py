@@ -12,11 +12,11 @@ from pathlib import Path
 import pytest
 
 from gpufleet.cli import main as cli_main
-from gpufleet.matrix import references as refs
-from gpufleet.matrix.floor_checks import judge, outliers, utilization_balance
-from gpufleet.matrix.floors import FloorError, floors_for, known_models
+from gpufleet.floors import references as refs
+from gpufleet.floors.checks import judge, outliers, utilization_balance
+from gpufleet.floors.derived import FloorError, floors_for, known_models
 from gpufleet.matrix.gpus import GPUS
-from validation.thresholds import load_thresholds
+from validation.verdicts.thresholds import load_thresholds
 
 EIGHT = [str(i) for i in range(8)]
 
@@ -271,7 +271,7 @@ def test_floor_modules_import_on_a_host_without_control_node_packages():
     blocked = ("pyinfra", "rich", "jinja2", "gevent", "click", "pytest")
     code = (
         f"import sys; sys.modules.update(dict.fromkeys({blocked!r}))\n"
-        "import gpufleet.matrix.floors, gpufleet.matrix.floor_checks, gpufleet.matrix.calibration\n"
+        "import gpufleet.floors.derived, gpufleet.floors.checks, gpufleet.floors.calibration\n"
     )
     root = Path(__file__).resolve().parents[2]
     subprocess.run([sys.executable, "-S", "-c", code], check=True, cwd=root)

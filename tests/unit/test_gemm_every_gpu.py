@@ -1,7 +1,7 @@
 """GEMM on every GPU: sustained figures, per-GPU floors, outliers, clock-event telemetry.
 
 The per-GPU TFLOP/s below are inputs built from the published fractions in
-gpufleet.matrix.references (healthy) and from the degradations issue 13 item 8 names (half
+gpufleet.floors.references (healthy) and from the degradations issue 13 item 8 names (half
 clocks, one GPU of eight 20 % slow); they are not recorded GPU output.
 """
 
@@ -9,9 +9,9 @@ from __future__ import annotations
 
 import pytest
 
-from gpufleet.matrix.floors import floors_for
-from validation.nvml_sampler import Sample
-from validation.nvml_telemetry import clock_event_names, device_telemetry, phase_telemetry
+from gpufleet.floors.derived import floors_for
+from validation.host.nvml_sampler import Sample
+from validation.host.nvml_telemetry import clock_event_names, device_telemetry, phase_telemetry
 from validation.workloads._gemm_judge import SETTLE, judge, matrix_peaks, summarize
 
 A100 = "NVIDIA A100-SXM4-80GB"

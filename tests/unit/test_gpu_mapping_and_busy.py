@@ -13,15 +13,15 @@ from pathlib import Path
 
 import pytest
 
-import validation.nvml_sampler as nvml_sampler
-from validation.gpu_busy import (
+import validation.host.nvml_sampler as nvml_sampler
+from validation.host.gpu_busy import (
     GpuUser,
     busy_reason,
     check_with_nvidia_smi,
     from_nvidia_smi,
     parse_gpu_utilization,
 )
-from validation.nvml_sampler import NvmlDevice, NvmlSampler
+from validation.host.nvml_sampler import NvmlDevice, NvmlSampler
 from validation.workloads import _devices
 from validation.workloads._devices import map_devices, nvml_index, pci_key, resolve_visible
 from validation.workloads._floors import host_kind
@@ -180,7 +180,7 @@ class _Nvml:
 
 def test_sampler_reads_bus_ids_telemetry_and_busy_state(monkeypatch) -> None:
     monkeypatch.setattr(nvml_sampler, "_load_pynvml", _Nvml)
-    monkeypatch.setattr("validation.gpu_busy.READING_GAP_S", 0.0)
+    monkeypatch.setattr("validation.host.gpu_busy.READING_GAP_S", 0.0)
     sampler = NvmlSampler(telemetry=True)
     assert [d.pci_bus_id for d in sampler.devices] == ["00000000:18:00.0", "00000000:19:00.0"]
     sample = sampler.read_once()[0]
@@ -197,7 +197,7 @@ def test_a_mig_gpu_without_utilization_is_judged_by_its_processes(monkeypatch) -
             raise RuntimeError("Not Supported")  # what NVML says for a MIG-enabled GPU
 
     monkeypatch.setattr(nvml_sampler, "_load_pynvml", Mig)
-    monkeypatch.setattr("validation.gpu_busy.READING_GAP_S", 0.0)
+    monkeypatch.setattr("validation.host.gpu_busy.READING_GAP_S", 0.0)
     assert NvmlSampler().busy_reason() == "GPU busy (PIDs 555 python3 on GPU 1)"
 
 
@@ -218,7 +218,7 @@ def test_the_busy_guard_sees_only_this_processs_gpu(monkeypatch) -> None:
     """Review 2, N3: the full tier's resnet50 processes run one per GPU at once; the old guard
     judged every GPU, so GPU 0's process saw GPU 1's sibling and went inconclusive."""
     monkeypatch.setattr(nvml_sampler, "_load_pynvml", _Nvml)
-    monkeypatch.setattr("validation.gpu_busy.READING_GAP_S", 0.0)
+    monkeypatch.setattr("validation.host.gpu_busy.READING_GAP_S", 0.0)
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "0")
     assert NvmlSampler().busy_reason() is None  # the sibling (PID 555) is on GPU 1
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "GPU-1")
@@ -228,7 +228,7 @@ def test_the_busy_guard_sees_only_this_processs_gpu(monkeypatch) -> None:
 
 
 def test_visible_devices_follow_cuda_rules() -> None:
-    from validation.gpu_busy import visible
+    from validation.host.gpu_busy import visible
 
     uuids = ["GPU-aa", "GPU-bb", "GPU-cc"]
     assert visible([0, 1, 2], uuids, None) == [0, 1, 2]

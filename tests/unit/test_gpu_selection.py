@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from validation.gpu_selection import (
+from validation.host.gpu_selection import (
     SelectionError,
     combine_gpus,
     gpus_under_test,

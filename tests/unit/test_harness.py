@@ -10,7 +10,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from validation.harness import (
+from validation.verdicts.harness import (
     FAIL,
     INCONCLUSIVE,
     NOT_APPLICABLE,

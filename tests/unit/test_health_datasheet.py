@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from gpufleet import health
-from gpufleet.matrix.datasheets import DATASHEETS, datasheet, expected_gpu_count
+from gpufleet.floors.datasheets import DATASHEETS, datasheet, expected_gpu_count
 from gpufleet.parsers import parse_nvidia_smi_xml
 
 SMI = Path(__file__).resolve().parent.parent / "fixtures" / "nvidia_smi"
@@ -58,7 +58,7 @@ def test_healthy_recordings_meet_their_datasheets():
 
 
 def test_every_datasheet_row_names_its_source_and_a_known_model():
-    from gpufleet.matrix.floors import known_models
+    from gpufleet.floors.derived import known_models
 
     for row in DATASHEETS.values():
         assert row.source and row.model in known_models()

@@ -1,4 +1,4 @@
-"""The fast health check (validation.healthcheck): each check on a fake host, and its speed."""
+"""The fast health check (validation.host.healthcheck): each check on a fake host, and its speed."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import REPO_ROOT
-from validation import healthcheck as hc
+from validation.host import healthcheck as hc
 
 FIXTURES = REPO_ROOT / "tests/fixtures"
 T4_XML = (FIXTURES / "nvidia_smi/tesla-t4-515.xml").read_text()
@@ -208,7 +208,7 @@ def test_the_real_command_on_this_gpu_less_machine_is_fast(tmp_path: Path) -> No
     config.write_text(json.dumps({**CONFIG, "gpu_less": True, "gpu_count": None}))
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     proc = subprocess.run(
-        [sys.executable, "-m", "validation.healthcheck", "--config", str(config), "--json"],
+        [sys.executable, "-m", "validation.host.healthcheck", "--config", str(config), "--json"],
         cwd=REPO_ROOT,
         capture_output=True,
         text=True,

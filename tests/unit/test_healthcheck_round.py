@@ -1,4 +1,4 @@
-"""The health check's record of its last Slurm round (validation.healthcheck.record_round)."""
+"""The health check's record of its last Slurm round (validation.host.healthcheck.record_round)."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import json
 import os
 from pathlib import Path
 
-from validation.healthcheck import record_round
+from validation.host.healthcheck import record_round
 
 
 def test_a_round_is_recorded_whole_and_replaces_the_one_before(tmp_path: Path) -> None:

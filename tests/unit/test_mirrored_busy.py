@@ -6,8 +6,8 @@ import argparse
 
 import pytest
 
-from gpufleet.matrix.floors import floors_for
-from validation.nvml_sampler import Sample
+from gpufleet.floors.derived import floors_for
+from validation.host.nvml_sampler import Sample
 from validation.workloads._common import Run
 from validation.workloads._scaling import busy_verdict, per_gpu_means
 from validation.workloads.mirrored import every_gpu_busy

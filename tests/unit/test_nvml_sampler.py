@@ -12,9 +12,9 @@ from collections.abc import Iterator
 
 import pytest
 
-import validation.nvml_sampler as nvml_sampler
+import validation.host.nvml_sampler as nvml_sampler
 from tests.waiting import wait_until
-from validation.nvml_sampler import NvmlSampler
+from validation.host.nvml_sampler import NvmlSampler
 
 
 class FakeNvml:

@@ -26,11 +26,11 @@ from validation.test_workloads import workload_command
 
 # Control-node-only packages: none may be needed by what runs on the host.
 BLOCKED = ("pyinfra", "rich", "jinja2", "markupsafe", "matplotlib", "gevent", "click", "pytest")
-# What validation/periodic.py imports, directly or when it runs.
+# What validation/periodic/runner.py imports, directly or when it runs.
 HOST_MODULES = (
-    "validation.periodic",
-    "validation.periodic_checks",
-    "validation.periodic_dcgm",
+    "validation.periodic.runner",
+    "validation.periodic.checks",
+    "validation.periodic.dcgm",
     "gpufleet.vendor",
     "gpufleet.health",
     "gpufleet.parsers",
@@ -39,7 +39,7 @@ HOST_MODULES = (
     "gpufleet.report.figures",
     "gpufleet.report.fleet",
     "gpufleet.validate.baseline",
-    "validation.thresholds",
+    "validation.verdicts.thresholds",
 )
 
 
@@ -56,7 +56,7 @@ def installed(tmp_path_factory) -> Path:
 
 def test_payload_holds_both_packages_under_the_version(installed):
     assert Path(os.readlink(installed)) == Path(gpufleet.__version__)
-    assert (installed / "validation" / "periodic.py").is_file()
+    assert (installed / "validation" / "periodic" / "runner.py").is_file()
     assert (installed / "validation" / "workloads" / "mirrored.py").is_file()
     assert (installed / "gpufleet" / "health.py").is_file()
     assert not list(installed.rglob("__pycache__"))
@@ -111,7 +111,7 @@ def test_unit_runs_from_current_with_pythonpath_there():
     service = unit_texts(spec, textfile=False)["/etc/systemd/system/gpufleet-periodic.service"]
     assert service is not None
     current = "/opt/gpufleet/validation/current"
-    assert f"ConditionPathExists={current}/validation/periodic.py" in service
+    assert f"ConditionPathExists={current}/validation/periodic/runner.py" in service
     assert f"WorkingDirectory={current}\n" in service
     assert f'Environment="PYTHONPATH={current}"' in service
 

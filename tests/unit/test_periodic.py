@@ -16,8 +16,9 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from gpufleet.report.schema import validate_results
-from validation import periodic, periodic_checks
-from validation.tiers import QUICK_WORKLOADS
+from validation.periodic import checks as periodic_checks
+from validation.periodic import runner as periodic
+from validation.verdicts.tiers import QUICK_WORKLOADS
 
 ROOT = Path(__file__).resolve().parents[2]
 RECORDED = ROOT / "tests" / "fixtures" / "results" / "workloads"
@@ -280,7 +281,7 @@ def test_periodic_runs_gather_their_tier_baseline_then_publish_regressions(
     tmp_path: Path, replay: Path
 ) -> None:
     from gpufleet.validate.baseline import RUNS_WANTED
-    from validation.periodic_baseline import regression_state
+    from validation.periodic.baseline import regression_state
 
     out = tmp_path / "out"
     results = out / "results"
@@ -338,7 +339,8 @@ def ff_document(hour: int, workloads: list[dict], *, xla: float) -> dict:
 def test_runs_on_a_host_without_the_control_node_packages() -> None:
     """The hosts' environments have TensorFlow, not pyinfra, rich, jinja2 or pytest."""
     probe = (
-        "import sys, validation.periodic, gpufleet.validate.baseline, gpufleet.parsers.nvidia_smi\n"
+        "import sys, validation.periodic.runner, gpufleet.validate.baseline\n"
+        "import gpufleet.parsers.nvidia_smi\n"
         "heavy = {'pyinfra', 'rich', 'jinja2', 'pytest', 'matplotlib', 'tensorflow'}\n"
         "print(sorted({m.split('.')[0] for m in sys.modules} & heavy))"
     )

@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from validation import periodic_dcgm
-from validation.periodic_dcgm import dcgm_check
+from validation.periodic import dcgm as periodic_dcgm
+from validation.periodic.dcgm import dcgm_check
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "dcgm"
 

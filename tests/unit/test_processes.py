@@ -1,5 +1,5 @@
-"""validation.processes: a workload's speed checks judged over every fresh process; NVML thinning;
-the unproven status in JUnit and the textfile."""
+"""validation.verdicts.processes: a workload's speed checks judged over every fresh process;
+NVML thinning; the unproven status in JUnit and the textfile."""
 
 from __future__ import annotations
 
@@ -17,9 +17,9 @@ from gpufleet.report.schema import new_document
 from gpufleet.validate.hostrun import HostRun
 from gpufleet.validate.results import merge_junit
 from tests.unit import fleet_factory as ff
-from validation.harness import judge_runs
-from validation.nvml_sampler import Sample, thin
-from validation.processes import merge_processes, speed_at_stake
+from validation.host.nvml_sampler import Sample, thin
+from validation.verdicts.harness import judge_runs
+from validation.verdicts.processes import merge_processes, speed_at_stake
 
 
 def process_doc(ratio: float, seed: int, *, status: str = "inconclusive") -> dict[str, Any]:

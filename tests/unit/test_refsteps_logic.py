@@ -6,7 +6,7 @@ import argparse
 
 import pytest
 
-from gpufleet.matrix.floors import floors_for
+from gpufleet.floors.derived import floors_for
 from validation.workloads._common import Run
 from validation.workloads._refsteps import (
     BERT_CPU,

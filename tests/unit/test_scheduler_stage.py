@@ -37,7 +37,7 @@ def test_health_check_program_runs_the_payload_in_a_real_shell(tmp_path: Path) -
         pytest.skip(f"{scheduler.HEALTHCHECK_CONFIG} exists on this machine")
     # as slurmd starts it: no PATH of its own
     proc = subprocess.run([str(script)], capture_output=True, text=True, timeout=60, env={})
-    # it reached validation.healthcheck from the payload, which found no config here
+    # it reached validation.host.healthcheck from the payload, which found no config here
     assert proc.returncode == 2, proc.stdout + proc.stderr
     assert f"cannot read {scheduler.HEALTHCHECK_CONFIG}" in proc.stderr
 

@@ -7,7 +7,7 @@ import json
 import pytest
 
 from gpufleet.cli import main as cli_main
-from gpufleet.matrix.floors import floors_for
+from gpufleet.floors.derived import floors_for
 from validation.workloads.mixed_precision import arms
 
 V100 = "Tesla V100-SXM2-16GB"

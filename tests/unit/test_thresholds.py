@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from validation.thresholds import (
+from validation.verdicts.thresholds import (
     DEFAULT_PATH,
     ThresholdsError,
     load_thresholds,

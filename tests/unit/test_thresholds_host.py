@@ -55,7 +55,7 @@ def test_what_the_data_does_not_say_is_asked_for(
     assert thresholds(args) == 0
     out = capsys.readouterr().out
     assert out.startswith(f"gpu-a: {A100} x8 (nvswitch); no calibration file")
-    assert "validation thresholds (validation/thresholds.toml" in out
+    assert "validation thresholds (validation/verdicts/thresholds.toml" in out
     assert thresholds([inv]) == 2  # two hosts: name one
     assert "the floors are per host: name exactly one with --limit HOST" in capsys.readouterr().err
 

@@ -15,9 +15,9 @@ from typing import Any
 import pytest
 
 from validation import test_workloads as suite
-from validation.gpu_selection import DOC_SEPARATOR
-from validation.runstate import RunState
-from validation.tiers import BUNDLED, FULL_WORKLOADS, PROCESSES, QUICK_WORKLOADS
+from validation.host.gpu_selection import DOC_SEPARATOR
+from validation.verdicts.runstate import RunState
+from validation.verdicts.tiers import BUNDLED, FULL_WORKLOADS, PROCESSES, QUICK_WORKLOADS
 from validation.workloads import bundle
 
 RECORDED = Path(__file__).resolve().parents[1] / "fixtures" / "results" / "workloads"

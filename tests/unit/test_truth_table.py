@@ -8,13 +8,13 @@ from pathlib import Path
 import pytest
 
 from gpufleet import health
-from gpufleet.matrix.datasheets import below_expected, datasheet
-from gpufleet.matrix.floor_checks import judge, meets
-from gpufleet.matrix.floors import floors_for
+from gpufleet.floors.checks import judge, meets
+from gpufleet.floors.datasheets import below_expected, datasheet
+from gpufleet.floors.derived import floors_for
 from gpufleet.parsers import parse_nvidia_smi_xml
 from tests.conftest import REPO_ROOT
 from tests.unit import truth_table as tt
-from validation.gpu_selection import throughput_outliers
+from validation.host.gpu_selection import throughput_outliers
 
 SMI = Path(__file__).resolve().parent.parent / "fixtures" / "nvidia_smi"
 NAMES = sorted(tt.CLASSES)

@@ -1,4 +1,4 @@
-"""The on-host suite's helpers (validation/hostinfo.py) and its outcome mapping, run for real."""
+"""The on-host suite's helpers (validation/host/hostinfo.py) and its outcome mapping, for real."""
 
 from __future__ import annotations
 
@@ -9,9 +9,9 @@ import textwrap
 from pathlib import Path
 
 from gpufleet.report.schema import validate_results
-from validation import hostinfo
-from validation.expectations import Expectations
-from validation.tiers import FULL_WORKLOADS
+from validation.host import hostinfo
+from validation.verdicts.expectations import Expectations
+from validation.verdicts.tiers import FULL_WORKLOADS
 
 REPO = Path(__file__).resolve().parent.parent.parent
 

@@ -17,9 +17,9 @@ from gpufleet.parsers import parse_nccl_tests
 from gpufleet.report.vendor_section import validate_vendor
 from gpufleet.spec import NodeSpec
 from validation import test_vendor_diagnostics as checks
-from validation.hostinfo import HostInfo, PciDevice
-from validation.runstate import nccl_tests_busbw
-from validation.vendor_runs import dcgm_command, nccl_tests_command, split_rc
+from validation.host.hostinfo import HostInfo, PciDevice
+from validation.vendor.runs import dcgm_command, nccl_tests_command, split_rc
+from validation.verdicts.runstate import nccl_tests_busbw
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
 H100 = PciDevice("0000:18:00.0", "0x10de", "2330", "0x030200")

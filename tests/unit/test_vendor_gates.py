@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-import gpufleet.matrix.nccl_floors
-from gpufleet.matrix.nccl_floors import FLOORS, INTERCONNECT_CLASSES, METRICS, find_floor
+import gpufleet.floors.nccl
+from gpufleet.floors.nccl import FLOORS, INTERCONNECT_CLASSES, METRICS, find_floor
 from gpufleet.parsers import parse_dcgm_diag, parse_nccl_tests
 from gpufleet.vendor import NcclFigure, Verdict, figure_of, judge_dcgm, judge_nccl
 from gpufleet.vendor.verdict import STATUSES
@@ -207,12 +207,12 @@ def test_find_floor_matches_names_as_nvml_and_nccl_tests_print_them():
 def test_statuses_and_doctests():
     assert set(STATUSES) == {"pass", "fail", "error", "skip", "warn", "no_floor"}
     assert Verdict("x", "pass", "ok").to_dict()["figures"] == {}
-    outcome = doctest.testmod(gpufleet.matrix.nccl_floors)
+    outcome = doctest.testmod(gpufleet.floors.nccl)
     assert outcome.attempted > 0 and outcome.failed == 0
 
 
 def test_interconnect_class():
-    from gpufleet.matrix.nccl_floors import interconnect_class
+    from gpufleet.floors.nccl import interconnect_class
 
     assert interconnect_class("pcie_host_bridge") == "pcie_host_bridge"
     assert interconnect_class("nvlink", "tcpxo") == "nvlink+tcpxo"

@@ -287,7 +287,7 @@ def test_the_real_suite_on_this_gpu_less_machine_says_why_dcgm_did_not_run(tmp_p
     import subprocess
     import sys
 
-    from validation.expectations import Expectations
+    from validation.verdicts.expectations import Expectations
 
     repo = Path(__file__).resolve().parents[2]
     expectations = tmp_path / "exp.json"

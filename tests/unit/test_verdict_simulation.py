@@ -15,8 +15,8 @@ import pytest
 
 from gpufleet.validate.baseline import RUNS_WANTED, regression_verdict
 from tests.unit.noise_models import MODELS_BY_NAME, adaptive_check, speed_check
-from validation.harness import judge_sample_runs
-from validation.tiers import PROCESSES
+from validation.verdicts.harness import judge_sample_runs
+from validation.verdicts.tiers import PROCESSES
 
 T = 1.1
 HARD = (

@@ -10,9 +10,8 @@ from typing import Any
 
 import pytest
 
-from validation import xla_cache
-from validation.tiers import BUNDLED, FULL_WORKLOADS, QUICK_WORKLOADS, XLA_COMPILED
-from validation.workloads import _throughput, mirrored, warm
+from validation.verdicts.tiers import BUNDLED, FULL_WORKLOADS, QUICK_WORKLOADS, XLA_COMPILED
+from validation.workloads import _throughput, mirrored, warm, xla_cache
 
 ROOT = Path(__file__).resolve().parents[2]
 FIXTURES = ROOT / "tests" / "fixtures"

@@ -1,4 +1,4 @@
-"""The workloads' view of gpufleet.matrix.floors: the host's kind, calibration, the evidence."""
+"""The workloads' view of gpufleet.floors.derived: the host's kind, calibration, the evidence."""
 
 from __future__ import annotations
 

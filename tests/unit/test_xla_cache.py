@@ -1,4 +1,4 @@
-"""validation.xla_cache: the cache directory from TF_XLA_FLAGS, its GPU sets and size bound."""
+"""validation.workloads.xla_cache: the cache folder from TF_XLA_FLAGS, its GPU sets, size bound."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from validation import xla_cache
+from validation.workloads import xla_cache
 
 FLAG = xla_cache.FLAG
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"

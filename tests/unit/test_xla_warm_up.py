@@ -15,7 +15,7 @@ from gpufleet.stages.host_probe import HostState, PciDevice
 from gpufleet.stages.node import NodePlan
 from gpufleet.stages.xla_warm_up import xla_warm_up
 from tests.operations.helpers import run_operation
-from validation import xla_cache
+from validation.workloads import xla_cache
 
 WARM = (
     "gpufleet xla_warm_up | XLA's compile cache warmed: every compiled step of the quick and "

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from gpufleet.matrix.floors import Floor, floors_for
+from gpufleet.floors.derived import Floor, floors_for
 from gpufleet.matrix.gpus import GPUS
 
 REVIEW = "workload-gpu-review-2.md"
@@ -116,7 +116,7 @@ SOURCES = {
     "gemm": f"{R21} (sustained TFLOP/s per precision) over the datasheet peak (gpus.py)",
     "allreduce": f"{R21} (TF path at 1 GiB)",
     "input_pipeline": f"{R21} and §2.5",
-    "pcie": "the datasheet (gpufleet.matrix.datasheets): a healthy card trains its full link",
+    "pcie": "the datasheet (gpufleet.floors.datasheets): a healthy card trains its full link",
 }
 
 # (class, figure): the review's own verdict is "?" or "marginal" at the low end of its range,

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from validation.tiers import BUNDLED
+from validation.verdicts.tiers import BUNDLED
 
 pytestmark = pytest.mark.workload
 

@@ -2,8 +2,8 @@
 
 The warm-up (validation.workloads.warm) and the tier's run are separate processes, as on a
 host after a deploy; the cache's entries (one file per key, in the folder of this host's GPU
-set, validation.xla_cache.gpu_set_key) are counted before and after. On the CPU only the xla
-workload compiles (its MLP and the tiny ResNet-50's XLA arm).
+set, validation.workloads.xla_cache.gpu_set_key) are counted before and after. On the CPU only the
+xla workload compiles (its MLP and the tiny ResNet-50's XLA arm).
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from tests.workloads.quick_runs import quick_result
-from validation import xla_cache
+from validation.workloads import xla_cache
 
 pytestmark = pytest.mark.workload
 

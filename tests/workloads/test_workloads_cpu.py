@@ -13,10 +13,10 @@ from typing import Any
 
 import pytest
 
-from gpufleet.matrix.floor_checks import figures_from
-from gpufleet.matrix.floors import floors_for
+from gpufleet.floors.checks import figures_from
+from gpufleet.floors.derived import floors_for
 from tests.workloads.quick_runs import quick_result, run_workload
-from validation.tiers import FULL_WORKLOADS
+from validation.verdicts.tiers import FULL_WORKLOADS
 
 pytestmark = pytest.mark.workload
 
@@ -68,7 +68,8 @@ def test_quick_tier_document(name: str, record_property: Callable[[str, object],
         assert set(check) - extra == {"name", "kind", "status", "reason"}
         assert check["status"] in STATUSES and check["reason"]
         if check["kind"] == "speed" and "evidence" in check:
-            # The raw pairs or samples, for the verdict over every process (validation.processes).
+            # The raw pairs or samples, for the verdict over every process
+            # (validation.verdicts.processes).
             (run,) = check["evidence"]["runs"]
             assert run and check["evidence"]["type"] in ("pairs", "samples")
     assert doc["verdict"]["status"] == "pass", doc["verdict"]

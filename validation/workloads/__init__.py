@@ -1,0 +1,1 @@
+"""The TensorFlow workloads the suite runs in fresh processes, and XLA's compilation cache."""

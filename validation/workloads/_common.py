@@ -27,10 +27,10 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from validation import xla_cache
-from validation.harness import FAIL, NOT_APPLICABLE, Verdict, combine
+from validation.host.nvml_sampler import NvmlSampler
 from validation.json_argument import json_object
-from validation.nvml_sampler import NvmlSampler
+from validation.verdicts.harness import FAIL, NOT_APPLICABLE, Verdict, combine
+from validation.workloads import xla_cache
 from validation.workloads._devices import check_tensorflow_sees_the_gpus, discover_devices
 from validation.workloads._floors import load_floors, read_calibration
 from validation.workloads._run import NO_GPU, Run, WorkloadError
@@ -68,7 +68,7 @@ def _parser(workload: str, description: str) -> argparse.ArgumentParser:
         "--calibration",
         default=None,
         metavar="JSON",
-        help="a calibration file (gpufleet.matrix.calibration) as JSON, or @FILE holding one: "
+        help="a calibration file (gpufleet.floors.calibration) as JSON, or @FILE holding one: "
         "its floors replace the published-derived ones for this kind of host",
     )
     parser.add_argument("--seed", type=int, default=0, help="seed for data and bootstrap")
@@ -163,7 +163,7 @@ def prepare(run: Run, logical_cpus: int, calibration: dict[str, Any] | None) -> 
 
 def load_run_limits(run: Run, calibration: dict[str, Any] | None) -> None:
     """Thresholds (thresholds.toml and the overrides) and floors for run's devices; logged."""
-    from validation.thresholds import load_thresholds
+    from validation.verdicts.thresholds import load_thresholds
 
     overrides = _read_overrides(run.args.thresholds)
     run.thresholds = load_thresholds(run.compute_capability, run.gpu_model, overrides)

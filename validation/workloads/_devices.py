@@ -6,8 +6,8 @@ import os
 import re
 from collections.abc import Callable, Sequence
 
-from validation.harness import FAIL, PASS, Verdict
-from validation.nvml_sampler import NvmlDevice
+from validation.host.nvml_sampler import NvmlDevice
+from validation.verdicts.harness import FAIL, PASS, Verdict
 from validation.workloads._run import Run
 
 _PCI_RE = re.compile(r"^([0-9a-fA-F]{1,8}):([0-9a-fA-F]{2}):([0-9a-fA-F]{2})\.([0-7])$")

@@ -1,4 +1,4 @@
-"""The floors this host's figures face: gpufleet.matrix.floors for its kind, calibrated or not.
+"""The floors this host's figures face: gpufleet.floors.derived for its kind, calibrated or not.
 
 The kind of host is its GPU model (as TensorFlow/NVML name it), how many GPUs the workload
 uses and their interconnect class (``nvidia-smi topo -m``). The floors are the ones
@@ -19,9 +19,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from gpufleet.matrix import calibration as cal
-from gpufleet.matrix.datasheets import below_expected
-from gpufleet.matrix.floors import Floor, FloorError, floors_for
+from gpufleet.floors import calibration as cal
+from gpufleet.floors.datasheets import below_expected
+from gpufleet.floors.derived import Floor, FloorError, floors_for
 from validation.json_argument import json_object
 from validation.workloads._run import NO_GPU, Run, WorkloadError
 from validation.workloads._topology import host_topology

@@ -15,9 +15,9 @@ import statistics
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from gpufleet.matrix.floor_checks import outliers
-from gpufleet.matrix.floors import OUTLIER_BELOW_MEDIAN, Floor, FloorError, find_model
-from validation.verdicts import FAIL, INCONCLUSIVE, NOT_APPLICABLE, PASS, Verdict
+from gpufleet.floors.checks import outliers
+from gpufleet.floors.derived import OUTLIER_BELOW_MEDIAN, Floor, FloorError, find_model
+from validation.verdicts.verdict import FAIL, INCONCLUSIVE, NOT_APPLICABLE, PASS, Verdict
 
 # The first share of a sustained window: clocks ramp and boost there, so it is reported apart.
 SETTLE = 0.25

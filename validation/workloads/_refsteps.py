@@ -1,7 +1,7 @@
 """Reference training steps whose healthy per-GPU figures are published: ResNet-50 and BERT.
 
 The GPU sizes are the ones NVIDIA DeepLearningExamples (DLE) measured, so a figure can be held
-against gpufleet.matrix.references: ResNet-50 v1.5 (NHWC, 224x224, 1000 classes, the stride in
+against gpufleet.floors.references: ResNet-50 v1.5 (NHWC, 224x224, 1000 classes, the stride in
 the 3x3 convolution) and a BERT-Large-shaped encoder (24 layers, hidden 1024, 16 heads, sequence
 128, 20 masked predictions, LAMB). CPU runs use tiny widths of the same architectures: they
 prove the steps train, not their speed.
@@ -19,8 +19,8 @@ from typing import Any
 
 import numpy as np
 
-from gpufleet.matrix import references as refs
-from validation.xla_cache import keyed
+from gpufleet.floors import references as refs
+from validation.workloads.xla_cache import keyed
 
 # Architecture sizes. "cpu": tiny (CI); "gpu": what DLE measured.
 RESNET50_CPU: dict[str, Any] = {"image": 32, "classes": 10, "blocks": (1, 1, 1, 1), "width": 8}
@@ -46,7 +46,7 @@ BERT_LARGE: dict[str, Any] = {
 }
 FIGURES = {"resnet50": "resnet50.images_per_s", "bert_large": "bert_large.sequences_per_s"}
 # Per-GPU batch where DLE publishes none for the model (its V100 16GB batches: they fit every
-# GPU of 16 GB and more); a published row's batch wins (gpufleet.matrix.references).
+# GPU of 16 GB and more); a published row's batch wins (gpufleet.floors.references).
 DEFAULT_BATCH = {
     ("resnet50", "amp"): 256,
     ("resnet50", "fp32"): 128,

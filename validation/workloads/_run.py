@@ -9,7 +9,8 @@ from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field
 from typing import Any
 
-from validation.harness import (
+from validation.host.nvml_sampler import NvmlSampler
+from validation.verdicts.harness import (
     INCONCLUSIVE,
     NOT_APPLICABLE,
     ABResult,
@@ -18,7 +19,6 @@ from validation.harness import (
     compare_ab,
     judge_sample_runs,
 )
-from validation.nvml_sampler import NvmlSampler
 
 NO_GPU = "no GPU"
 CHECK_KINDS = ("correctness", "evidence", "speed", "utilization", "memory")
@@ -41,13 +41,13 @@ class Run:
     compute_capability: tuple[int, int] | None = None
     gpu_model: str | None = None
     thresholds: dict[str, float] = field(default_factory=dict)
-    # gpufleet.matrix.floors for this host's kind (validation.workloads._floors.load_floors);
+    # gpufleet.floors.derived for this host's kind (validation.workloads._floors.load_floors);
     # floors_reason says why there are none (no GPU, a model the matrix does not know).
     floors: dict[str, Any] = field(default_factory=dict)
     floors_reason: str | None = None
     sampler: NvmlSampler | None = None
-    # "GPU busy (PIDs ...)" when another job used a GPU as the run started (validation.gpu_busy):
-    # every speed check is then inconclusive, never a fail.
+    # "GPU busy (PIDs ...)" when another job used a GPU as the run started
+    # (validation.host.gpu_busy): every speed check is then inconclusive, never a fail.
     busy: str | None = None
     config: dict[str, Any] = field(default_factory=dict)
     measurements: dict[str, Any] = field(default_factory=dict)
@@ -119,7 +119,7 @@ class Run:
         return value
 
     def floor(self, name: str) -> Any:
-        """The floor ``name`` (a gpufleet.matrix.floors.Floor) this host faces, or None; recorded
+        """The floor ``name`` (a gpufleet.floors.derived.Floor) this host faces, or None; recorded
         in config["floors"] with its origin, or with why there is none, as the evidence.
 
         Example: ``run.floor("mixed_precision.speedup.fp16").value`` -> 1.96 on an 8xA100."""
@@ -161,7 +161,7 @@ class Run:
         self, name: str, kind: str, verdict: Verdict, evidence: dict[str, Any] | None = None
     ) -> Verdict:
         """Record a check; ``evidence`` (raw pairs or samples) lets the suite and the periodic
-        runner judge the check again over every process (validation.processes)."""
+        runner judge the check again over every process (validation.verdicts.processes)."""
         if kind not in CHECK_KINDS:
             raise WorkloadError(f"check kind {kind!r} is not one of {CHECK_KINDS}")
         entry: dict[str, Any] = {"name": name, "kind": kind, **verdict.to_dict()}

@@ -14,8 +14,8 @@ import statistics
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from gpufleet.matrix.floor_checks import utilization_balance
-from validation.harness import FAIL, INCONCLUSIVE, PASS, Verdict
+from gpufleet.floors.checks import utilization_balance
+from validation.verdicts.harness import FAIL, INCONCLUSIVE, PASS, Verdict
 from validation.workloads._refsteps import (
     RESNET50_CPU,
     RESNET50_GPU,
@@ -25,7 +25,7 @@ from validation.workloads._refsteps import (
     replica_loss,
     synthetic_batch,
 )
-from validation.xla_cache import keyed
+from validation.workloads.xla_cache import keyed
 
 BUSY_PHASE = "mirrored_busy"
 
@@ -109,7 +109,8 @@ def scaling_arms(
         return strategy.experimental_local_results(losses)  # stays on the devices
 
     # With XLA, each arm's trace (the compiled replica step's inside it) starts at a uid mark,
-    # called eagerly from the block: stable persistent-cache keys (validation.xla_cache.keyed).
+    # called eagerly from the block: stable persistent-cache keys
+    # (validation.workloads.xla_cache.keyed).
     return (
         _block(
             keyed(single_step, jit_compile),
@@ -135,7 +136,7 @@ def busy_verdict(
     max_spread_pct: float | None,
 ) -> Verdict:
     """Every GPU of the mirrored phase busy: each >= ``min_pct`` and max-min <= the spread
-    (gpufleet.matrix.floor_checks.utilization_balance). A model built outside
+    (gpufleet.floors.checks.utilization_balance). A model built outside
     strategy.scope() leaves GPU 0 busy and the others near 0 %: that fails, naming them."""
     if min_pct is None or max_spread_pct is None:
         return Verdict(INCONCLUSIVE, "no utilization floor for this host")

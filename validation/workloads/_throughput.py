@@ -13,7 +13,7 @@ import gc
 import math
 from typing import Any
 
-from validation.harness import FAIL, PASS, Verdict, settled, time_call
+from validation.verdicts.harness import FAIL, PASS, Verdict, settled, time_call
 from validation.workloads._common import Run, not_applicable
 from validation.workloads._refsteps import (
     BERT_CPU,
@@ -32,7 +32,7 @@ UNITS = {"resnet50": "images/s", "bert_large": "sequences/s"}
 # published rows ran; the quick tier measures AMP only. Blocks of a few steps (0.5-1.4 s of
 # ResNet-50 on an A100, README "Time budget"): the spread of the blocks, not their length,
 # decides the verdict, and judge_sample_runs needs 3 per process (MIN_SAMPLES_FOR_VERDICT).
-# The XLA compile is paid once per host (validation.xla_cache).
+# The XLA compile is paid once per host (validation.workloads.xla_cache).
 CPU: dict[str, Any] = {"batch": 4, "steps": 3, "blocks": 4, "warmup_max": 4, "jit_compile": False}
 QUICK_GPU: dict[str, Any] = {"steps": 5, "blocks": 3, "warmup_max": 4, "jit_compile": True}
 FULL_GPU: dict[str, Any] = {"steps": 5, "blocks": 3, "warmup_max": 4, "jit_compile": True}

@@ -28,8 +28,8 @@ TOPO_TIMEOUT_S = 30
 class GpuTopology:
     """The interconnect class of a host's GPUs and the evidence for it.
 
-    ``name`` is one of validation.thresholds.TOPOLOGY_CLASSES; ``links`` counts the unordered
-    GPU pairs per nvidia-smi link word ({"NV12": 28}); ``slowest`` is the slowest of them.
+    ``name`` is one of validation.verdicts.thresholds.TOPOLOGY_CLASSES; ``links`` counts the
+    unordered GPU pairs per nvidia-smi link word ({"NV12": 28}); ``slowest`` is the slowest of them.
     """
 
     name: str

@@ -13,7 +13,7 @@ from typing import Any
 
 import numpy as np
 
-from validation.xla_cache import keyed
+from validation.workloads.xla_cache import keyed
 
 
 def synthetic_data(
@@ -62,7 +62,8 @@ def train_step(
     tf: Any, model: Any, optimizer: Any, *, jit_compile: bool, loss_scale: bool = False
 ) -> Any:
     """A compiled (tf.function) SGD step returning the loss; XLA only when ``jit_compile``
-    (then traced at a uid mark, validation.xla_cache.keyed: a stable persistent-cache key).
+    (then traced at a uid mark, validation.workloads.xla_cache.keyed: a stable persistent-cache
+    key).
 
     ``loss_scale`` for a keras.optimizers.LossScaleOptimizer (float16): the loss is scaled
     before the gradient and the optimizer unscales and skips non-finite steps.

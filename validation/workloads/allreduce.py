@@ -7,13 +7,13 @@ runs inside one tf.function under MirroredStrategy with NcclAllReduce. algbw = b
 per all-reduce; busbw = algbw * 2(n-1)/n, the nccl-tests definition, so figures compare with
 nccl-tests' and with the floors in thresholds.toml. Correctness: replica i contributes i+1, so
 every element of the sum must equal n(n+1)/2. Without a GPU: two logical CPU devices.
-The floor ``allreduce.busbw_gbps`` is gpufleet.matrix.floors' for the GPU model, GPU count
+The floor ``allreduce.busbw_gbps`` is gpufleet.floors.derived' for the GPU model, GPU count
 and interconnect class (``nvidia-smi topo -m``, recorded in config["topology"]); the
 inventory's ``allreduce_busbw_min_gbps`` overrides it, and thresholds.toml's topology layers
 stand in where the matrix has none. Where nccl-tests ran on this host (``--nccl-tests``,
-validation.nccl_reference) the TF figure is also held to
+validation.vendor.nccl_reference) the TF figure is also held to
 ``allreduce.busbw_fraction_of_nccl_tests`` x its busbw. The NCCL transport in use (P2P, SHM,
-NVLS, NET) is read from NCCL_DEBUG=INFO lines (validation.nccl_transport) into
+NVLS, NET) is read from NCCL_DEBUG=INFO lines (validation.vendor.nccl_transport) into
 config["nccl_transport"]; NVLinked GPUs talking over SHM or NET fail ``nccl_transport``.
 """
 
@@ -29,11 +29,11 @@ from typing import Any
 
 import numpy as np
 
-from gpufleet.matrix.floors import canonical_interconnect
-from validation.harness import FAIL, PASS, Verdict
-from validation.nccl_reference import ReferenceError, busbw_at, read_reference
-from validation.nccl_transport import expected_kind_missing, parse_transports
-from validation.thresholds import TOPOLOGY_KEY, load_thresholds_with_sources
+from gpufleet.floors.derived import canonical_interconnect
+from validation.vendor.nccl_reference import ReferenceError, busbw_at, read_reference
+from validation.vendor.nccl_transport import expected_kind_missing, parse_transports
+from validation.verdicts.harness import FAIL, PASS, Verdict
+from validation.verdicts.thresholds import TOPOLOGY_KEY, load_thresholds_with_sources
 from validation.workloads._common import Run, WorkloadError, _read_overrides, main, not_applicable
 from validation.workloads._topology import GpuTopology, host_topology
 
@@ -63,7 +63,7 @@ def bus_bandwidth(algbw: float, ranks: int) -> float:
 
 def choose_floor(run: Run, topology: GpuTopology, ranks: int) -> float:
     """The busbw floor for this host, recorded with where it came from: the inventory's
-    allreduce_busbw_min_gbps, else gpufleet.matrix.floors' allreduce.busbw_gbps for (model,
+    allreduce_busbw_min_gbps, else gpufleet.floors.derived' allreduce.busbw_gbps for (model,
     count, interconnect), else thresholds.toml's topology layers for ``ranks`` GPUs."""
     values, sources = load_thresholds_with_sources(
         run.compute_capability,
@@ -86,7 +86,7 @@ def _arguments(parser: argparse.ArgumentParser) -> None:
         "--nccl-tests",
         default=None,
         metavar="JSON",
-        help="this host's nccl-tests all-reduce figure (validation.nccl_reference), "
+        help="this host's nccl-tests all-reduce figure (validation.vendor.nccl_reference), "
         'e.g. \'{"busbw_gbps": 231.4, "bytes": 8589934592, "gpus": 8}\' or @FILE',
     )
 

@@ -9,7 +9,7 @@ budget", an assumption): paid once here instead of once per workload. Each workl
 document is the one its own module writes (``DIR/<workload>.json``, written as soon as that
 workload ends, so a later crash keeps it), so the suite, the periodic runner and the reports
 read them unchanged. All GPUs stay visible; a single-GPU workload runs on the first
-(validation.gpu_selection pins it to GPU 0 in the quick tier anyway). Exit status: 0 when every
+(validation.host.gpu_selection pins it to GPU 0 in the quick tier anyway). Exit status: 0 when every
 document was written, 1 when a workload crashed (its document says how), 2 for bad arguments.
 """
 
@@ -21,8 +21,8 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from validation.gpu_selection import SINGLE_GPU_WORKLOADS
-from validation.tiers import QUICK_WORKLOADS
+from validation.host.gpu_selection import SINGLE_GPU_WORKLOADS
+from validation.verdicts.tiers import QUICK_WORKLOADS
 from validation.workloads import _common
 from validation.workloads._devices import discover_devices
 from validation.workloads._floors import read_calibration

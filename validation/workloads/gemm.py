@@ -7,7 +7,7 @@ Every GPU multiplies 8192x8192 matrices at the same time, for ``sustain_s`` per 
 figures are sustained clocks, not boost. Per GPU the sustained TFLOP/s is the median of the
 repetitions after the window's first quarter. The dense peaks come from gpufleet.matrix.gpus
 for the GPU model (``--peak-tflops`` or GPUFLEET_PEAK_TFLOPS override them); each GPU is held
-to the floor ``gemm.fraction_of_peak.<precision>`` (gpufleet.matrix.floors, calibrated or not),
+to the floor ``gemm.fraction_of_peak.<precision>`` (gpufleet.floors.derived, calibrated or not),
 and a GPU more than 10 % below the host's median fails by name. NVML's SM clock, power,
 temperature and clock-event reasons of the same window are attached to the checks.
 Precisions follow the tensor cores: FP16 from compute capability 7.0, TF32 and BF16 from 8.0
@@ -26,9 +26,9 @@ from typing import Any
 
 import numpy as np
 
-from gpufleet.matrix.floors import OUTLIER_BELOW_MEDIAN, Floor
-from validation.harness import FAIL, PASS, Verdict
-from validation.nvml_telemetry import phase_telemetry, throttle_note
+from gpufleet.floors.derived import OUTLIER_BELOW_MEDIAN, Floor
+from validation.host.nvml_telemetry import phase_telemetry, throttle_note
+from validation.verdicts.harness import FAIL, PASS, Verdict
 from validation.workloads._common import NO_GPU, Run, WorkloadError, main, not_applicable
 from validation.workloads._devices import nvml_index
 from validation.workloads._gemm_judge import judge, matrix_peaks, summarize
@@ -217,7 +217,7 @@ def _not_supported(run: Run, name: str, minimum: tuple[int, int]) -> str | None:
 
 
 def _peak_floor(run: Run, name: str, peaks: dict[str, float]) -> tuple[float | None, Floor | None]:
-    """The peak and the fraction floor for ``name``: gpufleet.matrix.floors for this host, else
+    """The peak and the fraction floor for ``name``: gpufleet.floors.derived for this host, else
     thresholds.toml's gemm_<p>_fraction_min where a peak was given for a model floors lack."""
     peak = peaks.get(name)
     floor = run.floor(f"gemm.fraction_of_peak.{name}")
@@ -278,7 +278,7 @@ def _precision(run: Run, name: str, cfg: dict[str, Any], peaks: dict[str, float]
     ):
         run.add_check(check, "speed", verdict)
         # Not "evidence": these are judged in this process over a sustained window, so no
-        # extra processes are run for them (validation.processes.speed_at_stake).
+        # extra processes are run for them (validation.verdicts.processes.speed_at_stake).
         run.checks[-1]["telemetry"] = telemetry
         run.checks[-1]["per_gpu"] = summary
 

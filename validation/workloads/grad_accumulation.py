@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 
 from gpufleet.compat import zip_strict
-from validation.harness import FAIL, PASS, Verdict
+from validation.verdicts.harness import FAIL, PASS, Verdict
 from validation.workloads._common import NO_GPU, Run, main, not_applicable
 from validation.workloads._training import mlp, mse, synthetic_data
 

@@ -22,7 +22,7 @@ from typing import Any
 
 import numpy as np
 
-from validation.harness import (
+from validation.verdicts.harness import (
     FAIL,
     INCONCLUSIVE,
     PASS,

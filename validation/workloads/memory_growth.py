@@ -23,7 +23,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from validation.harness import FAIL, INCONCLUSIVE, PASS, Verdict
+from validation.verdicts.harness import FAIL, INCONCLUSIVE, PASS, Verdict
 from validation.workloads._common import NO_GPU, Run, main, not_applicable
 from validation.workloads._devices import nvml_index
 from validation.workloads._training import mlp, synthetic_data, train_step

@@ -21,7 +21,7 @@ import time
 from typing import Any
 
 from gpufleet.compat import zip_strict
-from validation.harness import FAIL, INCONCLUSIVE, PASS, Verdict
+from validation.verdicts.harness import FAIL, INCONCLUSIVE, PASS, Verdict
 from validation.workloads._common import NO_GPU, Run, main, not_applicable
 from validation.workloads._devices import nvml_index
 from validation.workloads._refsteps import batch_per_gpu

@@ -3,7 +3,7 @@
 Run: ``python -m validation.workloads.mixed_precision [--quick] [--json PATH]``
 
 Speed: the ResNet-50 reference step (validation.workloads._refsteps) in the configuration DLE
-published its AMP/float pair in (gpufleet.matrix.speedup_floors): XLA on in both arms on a GPU
+published its AMP/float pair in (gpufleet.floors.speedup): XLA on in both arms on a GPU
 (the executables the resnet50 workload compiled, from XLA's persistent cache), each arm at
 DLE's batch for its precision and the blocks sized to the same images, so the time ratio is the
 throughput ratio. Without XLA Keras 3's batch norm is unfused float32 in both arms and the
@@ -21,7 +21,7 @@ from collections.abc import Callable
 from typing import Any
 
 from gpufleet.compat import zip_strict
-from validation.harness import FAIL, PASS, Verdict
+from validation.verdicts.harness import FAIL, PASS, Verdict
 from validation.workloads._common import Run, main, not_applicable
 from validation.workloads._refsteps import batch_per_gpu, float_precision
 from validation.workloads._throughput import reference_block, speed_skip

@@ -4,7 +4,7 @@ Run: ``python -m validation.workloads.resnet50 [--quick] [--json PATH]``
 
 The step is DLE's: 224x224x3 images, 1000 classes, SGD with momentum, the per-GPU batch DLE
 used for this GPU model and precision, XLA on. Figures: ``resnet50.images_per_s.<tf32|fp32|amp>``
-per GPU, judged against gpufleet.matrix.floors (a published figure x a margin, or calibration).
+per GPU, judged against gpufleet.floors.derived (a published figure x a margin, or calibration).
 """
 
 from __future__ import annotations

@@ -3,16 +3,16 @@
 Run: ``python -m validation.workloads.warm [--tiers quick,full] [--workloads a,b] [--cache-dir DIR]
 [--marker-text TEXT]``
 
-Each process in which a tier runs an XLA-compiled workload (validation.tiers.XLA_COMPILED) runs
-again with ``--warm-cache``, with that tier's options and devices: the quick tier's one process
+Each process in which a tier runs an XLA-compiled workload (validation.verdicts.tiers.XLA_COMPILED)
+runs again with ``--warm-cache``, with that tier's options and devices: the quick tier's one process
 (validation.workloads.bundle, every GPU visible), the full tier's single-GPU workloads pinned to
-GPU 0 as validation.gpu_selection pins them (the full tier's resnet50 on GPU N is a process that
-sees one GPU too: the same keys), mirrored with every GPU. Each step is built and traced in the
-tier's order and called once (validation.xla_cache explains why that gives the tier's keys);
-nothing is timed and no results document is written. One process at a time.
+GPU 0 as validation.host.gpu_selection pins them (the full tier's resnet50 on GPU N is a process
+that sees one GPU too: the same keys), mirrored with every GPU. Each step is built and traced in the
+tier's order and called once (validation.workloads.xla_cache explains why that gives the tier's
+keys); nothing is timed and no results document is written. One process at a time.
 
 Prints one JSON document marked ``"warm_up": true``: the entries of this GPU set's folder
-``DIR/<gpu set>`` (validation.xla_cache.gpu_set_key, where the processes write) before and
+``DIR/<gpu set>`` (validation.workloads.xla_cache.gpu_set_key, where the processes write) before and
 after, and each process with its exit status and seconds. With ``--marker-text``, writes that
 text to ``DIR/gpufleet-warm-up`` once every process succeeded: the deploy's record that this
 TensorFlow, payload and GPU set are warm. Exit status: 0 warmed, 1 a process failed (the
@@ -34,9 +34,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from validation import xla_cache
-from validation.gpu_selection import gpus_under_test, visible_env
-from validation.tiers import BUNDLED, TIMEOUT_S, XLA_COMPILED
+from validation.host.gpu_selection import gpus_under_test, visible_env
+from validation.verdicts.tiers import BUNDLED, TIMEOUT_S, XLA_COMPILED
+from validation.workloads import xla_cache
 
 # What TF_XLA_FLAGS can carry: TensorFlow splits the variable at spaces (env.sh's rule too).
 _PLAIN_PATH = re.compile(r"^/[A-Za-z0-9._/-]+$")
@@ -49,7 +49,7 @@ class WarmProcess:
 
     tier: str
     workloads: tuple[str, ...]
-    gpu: str | None = None  # the CUDA ordinal (validation.gpu_selection); None: as it is
+    gpu: str | None = None  # the CUDA ordinal (validation.host.gpu_selection); None: as it is
     bundle: bool = False
 
     def argv(self, python: str) -> list[str]:
@@ -106,7 +106,7 @@ def warm_processes(
 
 
 def write_marker(cache_dir: Path, text: str) -> Path:
-    """``text`` in ``cache_dir``'s marker (validation.xla_cache.MARKER), replaced in one rename."""
+    """``text`` in ``cache_dir``'s marker (xla_cache.MARKER), replaced in one rename."""
     path = cache_dir / xla_cache.MARKER
     staged = path.with_name(f".{path.name}.{os.getpid()}")
     staged.write_text(text + "\n")
@@ -116,7 +116,7 @@ def write_marker(cache_dir: Path, text: str) -> Path:
 
 
 def _busy() -> str | None:
-    from validation.nvml_sampler import NvmlSampler
+    from validation.host.nvml_sampler import NvmlSampler
 
     sampler = NvmlSampler()
     try:
@@ -126,7 +126,7 @@ def _busy() -> str | None:
 
 
 def _gpu_count() -> int:
-    from validation.periodic_checks import nvidia_gpus_on_bus
+    from validation.periodic.checks import nvidia_gpus_on_bus
 
     return nvidia_gpus_on_bus()
 

@@ -17,7 +17,7 @@ import math
 from typing import Any
 
 from gpufleet.compat import zip_strict
-from validation.harness import FAIL, PASS, Verdict
+from validation.verdicts.harness import FAIL, PASS, Verdict
 from validation.workloads._common import Run, main
 from validation.workloads._refsteps import batch_per_gpu, float_precision
 from validation.workloads._throughput import reference_block, speed_skip

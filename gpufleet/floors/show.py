@@ -8,10 +8,10 @@ import json
 import sys
 from pathlib import Path
 
-from gpufleet.matrix import calibration
-from gpufleet.matrix.floor_checks import Verdict, figures_from, judge
-from gpufleet.matrix.floors import Floor, FloorError, floors_for
-from gpufleet.matrix.host_floors import HostKind
+from gpufleet.floors import calibration
+from gpufleet.floors.checks import Verdict, figures_from, judge
+from gpufleet.floors.derived import Floor, FloorError, floors_for
+from gpufleet.floors.host import HostKind
 
 
 def host_floors(args: argparse.Namespace) -> list[Floor]:
@@ -72,7 +72,7 @@ def _print_verdicts(verdicts: list[Verdict]) -> None:
 
 
 def _print_host(kind: HostKind, floors: list[Floor], as_json: bool) -> int:
-    from gpufleet.matrix.host_floors import describe, validation_thresholds
+    from gpufleet.floors.host import describe, validation_thresholds
 
     suite = validation_thresholds(kind)
     if as_json:
@@ -87,9 +87,12 @@ def _print_host(kind: HostKind, floors: list[Floor], as_json: bool) -> int:
         print(json.dumps(document, indent=2))
         return 0
     print("\n".join(describe(kind)))
-    print("floors (gpufleet/matrix/floors.py, the calibration file applied):")
+    print("floors (gpufleet/floors/derived.py, the calibration file applied):")
     _print_floors(floors)
-    print("validation thresholds (validation/thresholds.toml, then the inventory's thresholds):")
+    print(
+        "validation thresholds (validation/verdicts/thresholds.toml, "
+        "then the inventory's thresholds):"
+    )
     for name, value, source in suite:
         print(f"{name:42} {value:>10g}  {source}")
     return 0
@@ -100,7 +103,7 @@ def run(args: argparse.Namespace) -> int:
     kind = None
     try:
         if getattr(args, "inventory", None):  # one host's kind, from its inventory data
-            from gpufleet.matrix.host_floors import host_kind
+            from gpufleet.floors.host import host_kind
 
             kind = host_kind(args)
             args.gpu_model, args.gpu_count = kind.gpu_model, kind.gpu_count

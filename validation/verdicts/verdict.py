@@ -9,7 +9,7 @@ from typing import Any
 
 import numpy as np
 
-from validation import harness_stats as stats
+from validation.verdicts import harness_stats as stats
 
 PASS = "pass"
 FAIL = "fail"

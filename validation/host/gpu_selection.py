@@ -25,8 +25,8 @@ import statistics
 from collections.abc import Mapping
 from typing import Any
 
-from gpufleet.matrix.floor_checks import outliers
-from gpufleet.matrix.floors import OUTLIER_BELOW_MEDIAN
+from gpufleet.floors.checks import outliers
+from gpufleet.floors.derived import OUTLIER_BELOW_MEDIAN
 
 # Workloads that use one GPU; the others (mirrored, allreduce, gemm) use every GPU at once.
 SINGLE_GPU_WORKLOADS = frozenset(
@@ -157,7 +157,7 @@ def combine_gpus(docs: Mapping[str, Mapping[str, Any]]) -> dict[str, Any]:
 
 def throughput_outliers(docs: Mapping[str, Mapping[str, Any]]) -> list[dict[str, Any]]:
     """Review 2 N11: each GPU's reference-step figure against the host's median, the rule GEMM
-    has (gpufleet.matrix.floor_checks.outliers, 10 % below the median with 3 GPUs or more).
+    has (gpufleet.floors.checks.outliers, 10 % below the median with 3 GPUs or more).
     It needs no published figure, so H100, L4, L40S and T4 are judged too. One failed check
     per figure that has outliers."""
     figures: dict[str, dict[str, float]] = {}

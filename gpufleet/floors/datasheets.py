@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from gpufleet.matrix.references import PCIE_GEN
+from gpufleet.floors.references import PCIE_GEN
 
 # Every data-centre card in gpus.py has a x16 host link (NVIDIA datasheets, "PCI Express Gen N
 # x16" in each interface row).

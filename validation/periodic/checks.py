@@ -15,7 +15,7 @@ from typing import Any
 
 from gpufleet import health
 from gpufleet.compat import zip_strict
-from validation.tiers import PROCESSES, TIMEOUT_S
+from validation.verdicts.tiers import PROCESSES, TIMEOUT_S
 
 PAYLOAD_ROOT = Path(__file__).resolve().parent.parent
 NVIDIA_SMI_TIMEOUT_S = 60
@@ -169,7 +169,7 @@ def _one_process(
 ) -> tuple[dict[str, Any] | None, int | str]:
     """Run the workload once in a subprocess (pinned to CUDA ordinal ``gpu`` when given): its
     document (None when it wrote none), exit."""
-    from validation.gpu_selection import visible_env
+    from validation.host.gpu_selection import visible_env
 
     env = visible_env(gpu)
     with tempfile.TemporaryDirectory(prefix="gpufleet-periodic-") as tmp:
@@ -222,8 +222,8 @@ def run_bundle(
 ) -> list[tuple[dict[str, Any], dict[str, Any] | None]]:
     """Run ``names`` in one process (validation.workloads.bundle), as the suite runs the quick
     tier: each one's check and document (None where it wrote none), in order."""
-    from validation.gpu_selection import combine_gpus, gpus_under_test
-    from validation.processes import merge_processes
+    from validation.host.gpu_selection import combine_gpus, gpus_under_test
+    from validation.verdicts.processes import merge_processes
 
     log_path = log_dir / "bundle.log"
     log_path.write_text("")
@@ -260,12 +260,12 @@ def run_bundle(
 
 
 def gpus_busy(data: dict[str, Any]) -> str | None:
-    """``GPU busy (PIDs ...)`` when a user's job holds or drives a GPU (validation.gpu_busy):
+    """``GPU busy (PIDs ...)`` when a user's job holds or drives a GPU (validation.host.gpu_busy):
     the periodic run then starts no workload, so it never disturbs the job. None on a GPU-less
     host (nothing to disturb) and on an idle one."""
     if data.get("gpu_less") or nvidia_gpus_on_bus() == 0:
         return None
-    from validation.gpu_busy import check_with_nvidia_smi
+    from validation.host.gpu_busy import check_with_nvidia_smi
 
     return check_with_nvidia_smi()
 
@@ -282,13 +282,13 @@ def busy_check(name: str, busy: str) -> dict[str, Any]:
 def run_workload(
     name: str, *, args: argparse.Namespace, thresholds: dict[str, Any], log_dir: Path
 ) -> tuple[dict[str, Any], dict[str, Any] | None]:
-    """Run one workload in fresh processes (validation.tiers.PROCESSES while a speed verdict is
-    at stake, as the suite does); its check and the merged document (None when a process
-    wrote none)."""
+    """Run one workload in fresh processes (validation.verdicts.tiers.PROCESSES while a speed
+    verdict is at stake, as the suite does); its check and the merged document (None when a
+    process wrote none)."""
     # Imported here: it needs numpy, which the workloads' Python has and the rest of the
     # periodic runner does without.
-    from validation.gpu_selection import combine_gpus, gpus_under_test
-    from validation.processes import merge_processes, undecided
+    from validation.host.gpu_selection import combine_gpus, gpus_under_test
+    from validation.verdicts.processes import merge_processes, undecided
 
     log_path = log_dir / f"{name}.log"
     log_path.write_text("")

@@ -7,8 +7,8 @@ import subprocess
 from collections.abc import Callable
 from typing import Any
 
-from validation.periodic_checks import check_entry, nvidia_gpus_on_bus
-from validation.vendor_runs import DCGM_OFF, DCGM_TIMEOUT_S, DCGMI_MISSING
+from validation.periodic.checks import check_entry, nvidia_gpus_on_bus
+from validation.vendor.runs import DCGM_OFF, DCGM_TIMEOUT_S, DCGMI_MISSING
 
 NAME = "vendor_diagnostics::dcgm_diag"
 LEVEL = 1  # the periodic run never stresses GPUs that user jobs may be using

@@ -1,7 +1,8 @@
 """Speed verdicts across fresh processes: judge_runs (A/B pairs) and judge_sample_runs (figures).
 
 Pure functions (numpy and the standard library): every verdict the workloads, the suite and the
-periodic runner give can be recomputed from recorded timings. Reached as validation.harness.*.
+periodic runner give can be recomputed from recorded timings. Reached as
+validation.verdicts.harness.*.
 """
 
 from __future__ import annotations
@@ -12,8 +13,8 @@ from typing import Any
 
 import numpy as np
 
-from validation import harness_stats as stats
-from validation.verdicts import (
+from validation.verdicts import harness_stats as stats
+from validation.verdicts.verdict import (
     ASSUMPTION_ALPHA,
     DECISION_MARGIN,
     DEFAULT_BETWEEN_RUN_SD,

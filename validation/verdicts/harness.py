@@ -24,8 +24,8 @@ from typing import Any
 import numpy as np
 
 from gpufleet.compat import zip_strict
-from validation.judge import judge_runs, judge_sample_runs
-from validation.verdicts import (
+from validation.verdicts.judge import judge_runs, judge_sample_runs
+from validation.verdicts.verdict import (
     DEFAULT_BETWEEN_RUN_SD,
     DEFAULT_CONFIDENCE,
     FAIL,

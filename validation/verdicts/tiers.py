@@ -23,11 +23,11 @@ TIERS = {"quick": QUICK_WORKLOADS, "full": FULL_WORKLOADS}
 # Wall-clock limits per workload on the host (coreutils `timeout`): a hung NCCL collective
 # must not hang the whole validation run.
 TIMEOUT_S = {"quick": 300, "full": 1800}
-# Fresh processes per workload whose speed checks apply (validation.processes), a budget:
+# Fresh processes per workload whose speed checks apply (validation.verdicts.processes), a budget:
 # each starts with one and adds one while a speed check is inconclusive (review 2, N2), every
 # verdict sharing alpha among the budget's looks. Quick: one (the bundle, < 60 s). Full:
 # three, so that a healthy host at 1.10x a floor passes and a host with no effect does not
-# (benchmarks/verdict_rates.py). From 5, the runs' own spread decides (validation.judge).
+# (benchmarks/verdict_rates.py). From 5, the runs' own spread decides (validation.verdicts.judge).
 PROCESSES = {"quick": 1, "full": 3}
 # The quick tier's workloads share one process (validation.workloads.bundle); its limit is
 # the sum of theirs.

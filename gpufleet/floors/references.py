@@ -145,7 +145,7 @@ THROUGHPUT: tuple[Reference, ...] = (
 )
 
 # Models with no published TensorFlow training figure in DLE: the throughput check reports
-# its figure and relies on calibration (gpufleet.matrix.calibration).
+# its figure and relies on calibration (gpufleet.floors.calibration).
 UNPUBLISHED_NOTES: dict[str, str] = {
     "Tesla V100-PCIE-16GB": "DLE publishes DGX (SXM) figures only; the PCIe part runs at 250 W",
     "Tesla V100-PCIE-32GB": "DLE publishes DGX (SXM) figures only; the PCIe part runs at 250 W",

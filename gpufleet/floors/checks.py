@@ -6,7 +6,7 @@ import statistics
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from gpufleet.matrix.floors import OUTLIER_BELOW_MEDIAN, Floor, FloorError
+from gpufleet.floors.derived import OUTLIER_BELOW_MEDIAN, Floor, FloorError
 
 Number = (int, float)  # a tuple: isinstance on Python 3.9 hosts (no int | float there)
 

@@ -9,7 +9,7 @@ Example (what gpufleet-periodic.service runs, from the validation payload's fold
 Writes ``OUT/results/<run_id>.json`` (a results document, gpufleet.report.schema), a copy as
 ``OUT/latest.json``, the workloads' logs under ``OUT/logs/``, and, with ``--textfile-dir``,
 ``gpufleet.prom`` for node_exporter's textfile collector, with the host's state against its
-tier's baseline (validation.periodic_baseline). Exit status: 0 every check passed, 1 a check
+tier's baseline (validation.periodic.baseline). Exit status: 0 every check passed, 1 a check
 failed, 2 the run could not complete, 3 nothing failed but the run is "unproven" (a speed check
 was inconclusive).
 
@@ -32,16 +32,16 @@ from typing import Any
 
 from gpufleet.report import prometheus
 from gpufleet.report.schema import ResultsSchemaError, new_document, validate_results
-from validation.periodic_baseline import own_runs, regression_state
-from validation.periodic_checks import (
+from validation.periodic.baseline import own_runs, regression_state
+from validation.periodic.checks import (
     busy_check,
     gpu_health_checks,
     gpus_busy,
     run_bundle,
     run_workload,
 )
-from validation.periodic_dcgm import dcgm_run
-from validation.tiers import BUNDLED, FULL_WORKLOADS, TIERS
+from validation.periodic.dcgm import dcgm_run
+from validation.verdicts.tiers import BUNDLED, FULL_WORKLOADS, TIERS
 
 
 class PeriodicError(RuntimeError):
@@ -81,7 +81,7 @@ def build_parser() -> argparse.ArgumentParser:
 def read_expectations(path: Path | None) -> dict[str, Any]:
     """The parts of an expectations file the periodic run uses (host, host_data).
 
-    Read as plain JSON: ``validation.expectations`` builds a NodeSpec, which needs pyinfra.
+    Read as plain JSON: ``validation.verdicts.expectations`` builds a NodeSpec, which needs pyinfra.
     """
     if path is None:
         return {"host": socket.gethostname(), "host_data": {}}

@@ -6,8 +6,8 @@ import argparse
 from dataclasses import dataclass, field
 from typing import Any
 
-from gpufleet.matrix import calibration
-from gpufleet.matrix.floor_types import FloorError
+from gpufleet.floors import calibration
+from gpufleet.floors.floor_types import FloorError
 
 
 @dataclass
@@ -43,7 +43,7 @@ def host_kind(args: argparse.Namespace) -> HostKind:
     """The host's kind from the flags, else its inventory data and its calibration file."""
     from gpufleet.datacheck import host_problems
     from gpufleet.spec import NodeSpec
-    from validation.expectations import spec_data
+    from validation.verdicts.expectations import spec_data
 
     host = _one_host(args)
     problems = host_problems(host, args.inventory)
@@ -96,17 +96,17 @@ def host_kind(args: argparse.Namespace) -> HostKind:
             "the host say them), or set calibration_file for it"
         )
     if model != calibration.CPU_MODEL:
-        from gpufleet.matrix.floors import find_model
+        from gpufleet.floors.derived import find_model
 
         model = find_model(str(model)).name  # as nvidia-smi prints it
     return HostKind(host.name, str(model), int(count), str(link), path, spec.thresholds, sources)
 
 
 def validation_thresholds(kind: HostKind) -> list[tuple[str, float, str]]:
-    """The suite's thresholds (validation/thresholds.toml and the inventory's ``thresholds``)
-    for the host's kind: name, value, and the layer it came from."""
+    """The suite's thresholds (validation/verdicts/thresholds.toml and the inventory's
+    ``thresholds``) for the host's kind: name, value, and the layer it came from."""
     from gpufleet.matrix.gpu_lookup import lookup
-    from validation.thresholds import (
+    from validation.verdicts.thresholds import (
         TOPOLOGY_CLASSES,
         ThresholdsError,
         load_thresholds_with_sources,

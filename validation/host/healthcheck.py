@@ -2,7 +2,7 @@
 
 Example (what /usr/local/sbin/gpufleet-healthcheck runs as root, from the payload's folder)::
 
-    python3 -m validation.healthcheck --config /etc/gpufleet/healthcheck.json --slurm
+    python3 -m validation.host.healthcheck --config /etc/gpufleet/healthcheck.json --slurm
 
 Checks, in order: the driver loaded at the pinned branch, the driver's packages installed on
 that branch and locked (held, apt-pinned or NVIDIA's pinning package), the GPU count, ECC,
@@ -31,7 +31,7 @@ from typing import Any
 
 from gpufleet import health
 from gpufleet.compat import zip_strict
-from validation.hostinfo import GPU_CLASSES, NVIDIA_VENDOR, NVSWITCH_CLASS
+from validation.host.hostinfo import GPU_CLASSES, NVIDIA_VENDOR, NVSWITCH_CLASS
 
 TIMEOUT_S = 5  # per command: the whole check must stay under Slurm's 60 s kill
 NO_GPU = "no NVIDIA GPU on the PCI bus (gpu_less host): not checked"
@@ -258,7 +258,7 @@ def record_round(path: Path, node: str, failure: object, why: str) -> None:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m validation.healthcheck")
+    parser = argparse.ArgumentParser(prog="python -m validation.host.healthcheck")
     parser.add_argument("--config", type=Path, default=Path("/etc/gpufleet/healthcheck.json"))
     parser.add_argument("--slurm", action="store_true", help="drain/resume this node in Slurm")
     parser.add_argument("--node", help="the Slurm node name (default: the short host name)")

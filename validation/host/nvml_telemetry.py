@@ -7,7 +7,7 @@ Example:
     >>> phase_telemetry(sampler.samples(), "fp16")["gpu0"]["clock_event_reasons"]
     {'sw_power_cap': 0.93}
 
-Pure: works on validation.nvml_sampler.Sample readings, no NVML calls.
+Pure: works on validation.host.nvml_sampler.Sample readings, no NVML calls.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from gpufleet.health import BENIGN_REASONS
-from validation.nvml_sampler import Sample
+from validation.host.nvml_sampler import Sample
 
 # NVML's nvmlClocksEventReasons bits (nvml.h; the same values under the older
 # nvmlClocksThrottleReason* names), named as nvidia-smi -q -x names them without the prefix,

@@ -2,8 +2,8 @@
 
 The noise between fresh processes (CUDA context, clocks, memory placement, autotuner picks) is
 as large as the effects a speed check judges, so the suite and the periodic runner run each
-workload several times (validation.tiers.PROCESSES) and judge its speed checks here, through
-judge_runs / judge_sample_runs, over the pairs or samples every process recorded.
+workload several times (validation.verdicts.tiers.PROCESSES) and judge its speed checks here,
+through judge_runs / judge_sample_runs, over the pairs or samples every process recorded.
 
 Example:
     >>> merged = merge_processes([doc_1, doc_2, doc_3])   # Workload JSON documents
@@ -20,7 +20,7 @@ import math
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from validation.harness import (
+from validation.verdicts.harness import (
     FAIL,
     INCONCLUSIVE,
     NOT_APPLICABLE,
@@ -116,7 +116,8 @@ def merge_processes(docs: Sequence[Mapping[str, Any]], looks: int = 1) -> dict[s
     joint estimate); any other check takes its worst status over the processes (fail, then
     inconclusive, then pass). ``processes`` counts them; ``process_verdicts`` keeps theirs.
     ``looks``: the most processes the caller runs, adding one while a check is inconclusive
-    (validation.tiers.PROCESSES); every verdict then shares alpha among them, even the first.
+    (validation.verdicts.tiers.PROCESSES); every verdict then shares alpha among them, even the
+    first.
     """
     if not docs:
         raise ValueError("merge_processes needs at least one workload document")

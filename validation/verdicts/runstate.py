@@ -8,8 +8,8 @@ from typing import Any
 
 import pytest
 
-from validation import hostinfo
-from validation.expectations import Expectations
+from validation.host import hostinfo
+from validation.verdicts.expectations import Expectations
 
 
 @dataclass

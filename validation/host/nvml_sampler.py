@@ -35,7 +35,7 @@ class Sample:
     phase: str | None
     utilization_pct: float
     memory_used_mib: float
-    # Read only with NvmlSampler.telemetry on (validation.nvml_telemetry summarises them):
+    # Read only with NvmlSampler.telemetry on (validation.host.nvml_telemetry summarises them):
     # SM clock, board power, GPU temperature and the clock-event (throttle) reason bitmask.
     sm_clock_mhz: float | None = None
     power_w: float | None = None
@@ -189,10 +189,10 @@ class NvmlSampler:
 
     def busy_reason(self) -> str | None:
         """``GPU busy (PIDs ...)`` when another process uses a GPU or one is over 5 % busy
-        (validation.gpu_busy); None when idle or without NVML (nothing to tell)."""
+        (validation.host.gpu_busy); None when idle or without NVML (nothing to tell)."""
         if not self.available:
             return None
-        from validation.gpu_busy import busy_reason, from_nvml, visible
+        from validation.host.gpu_busy import busy_reason, from_nvml, visible
 
         wanted = os.environ.get("CUDA_VISIBLE_DEVICES")
         if wanted is not None:  # a MIG instance stands for the GPU it lives on

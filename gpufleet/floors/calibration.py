@@ -5,7 +5,7 @@ Format (TOML, ``schema = 1``), one file per GPU model, GPU count and interconnec
     schema = 1
     gpu_model = "NVIDIA H100 80GB HBM3"   # as nvidia-smi prints it, or the PCI device id
     gpu_count = 8
-    interconnect = "nvswitch"             # a class of gpufleet.matrix.floors.INTERCONNECTS
+    interconnect = "nvswitch"             # a class of gpufleet.floors.derived.INTERCONNECTS
     host = "gpu01"                        # the host the operator declared healthy
     date = "2026-12-01"
     margin = 0.90                         # default for every figure below
@@ -19,7 +19,7 @@ becomes the median / margin. The spread recorded is (max - min) / median.
 
 A GPU-less host (the sandbox) is calibrated as its own kind, ``gpu_model = "cpu"``,
 ``gpu_count = 0``, ``interconnect = "none"``: its figures are CPU timings, which no GPU host's
-kind ever matches (``apply`` refuses it), and since gpufleet.matrix.floors has no floors for it,
+kind ever matches (``apply`` refuses it), and since gpufleet.floors.derived has no floors for it,
 each figure makes its own floor (``bound`` and ``unit`` from the figure's table, "min" and ""
 by default). ``gpufleet validate --calibrate`` writes these files (gpufleet.validate.calibrate).
 """
@@ -34,7 +34,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from gpufleet.matrix.floors import Floor, FloorError, canonical_interconnect, find_model
+from gpufleet.floors.derived import Floor, FloorError, canonical_interconnect, find_model
 
 if sys.version_info >= (3, 11):
     import tomllib

@@ -4,16 +4,16 @@ from __future__ import annotations
 
 import difflib
 
-from gpufleet.matrix import references as refs
-from gpufleet.matrix.floor_types import Floor, FloorError
-from gpufleet.matrix.gpu_lookup import GpuLookupError, find_gpu
-from gpufleet.matrix.gpus import GPUS, GpuModel
-from gpufleet.matrix.speedup_floors import (
+from gpufleet.floors import references as refs
+from gpufleet.floors.floor_types import Floor, FloorError
+from gpufleet.floors.speedup import (
     SPEEDUP_MARGIN,
     float_precision,
     mixed_precision,
     xla,
 )
+from gpufleet.matrix.gpu_lookup import GpuLookupError, find_gpu
+from gpufleet.matrix.gpus import GPUS, GpuModel
 
 # Margins, and why. A host's figure is held to margin x the published healthy figure.
 # Throughput: DLE measured NGC containers (TF 1.15 / TF 2.4 era, tuned Horovod, DALI); a stock
@@ -222,7 +222,7 @@ _ALLREDUCE_WHY = {
     "NVLinks fall back to PCIe; 60 splits them",
     "nvlink": "above what a PCIe Gen4 x16 path carries (about 24 GB/s), so a fallback fails",
     "pcie_switch": "0.5 x NCCL's PCIe Gen3 x16 rating (PCI_BW 12 GB/s, NVIDIA/nccl topo.h), "
-    "as validation/thresholds.toml",
+    "as validation/verdicts/thresholds.toml",
     "pcie_host_bridge": "0.8 x the low end of a healthy 2x T4 through the host bridge, 5 GB/s, "
     "where NCCL often uses SHM without P2P (review defect 13); a x8 link shows in pcie.link_width",
     "cross_socket": "0.5 x NCCL's slowest inter-socket rating (BDW_QPI_BW 6 GB/s)",

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from gpufleet.matrix.nccl_floors import FLOORS, GIB, model_key
+from gpufleet.floors.nccl import FLOORS, GIB, model_key
 
 # The floor every cross-host run gets: its max busbw (GB/s) against the fabric one host declares
 # (``nccl_fabric_gbps``, else ``interconnect_gbps``, Gbit/s; the lowest host's), in bytes/s.
@@ -24,7 +24,7 @@ NVIDIA_TARGET_FRACTION = 0.96
 # run-to-run spread it has not measured; the fabric floor stays the lower bound.
 PUBLISHED_MARGIN = 0.8
 NETWORKS = ("ib", "efa", "socket", "unknown")
-# The anchors' multi-node classes (gpufleet.matrix.nccl_floors) a transport can stand for. NET/IB
+# The anchors' multi-node classes (gpufleet.floors.nccl) a transport can stand for. NET/IB
 # is InfiniBand and RoCE alike (NCCL's verbs transport), so Google's RoCE floors apply to it as
 # advisory only: NCCL cannot tell an a3-ultra from another RoCE or IB fabric.
 ANCHOR_CLASSES = {"efa": "nvlink+efa", "ib": "nvlink+roce"}

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from gpufleet.matrix import references as refs
-from gpufleet.matrix.floor_types import Floor
+from gpufleet.floors import references as refs
+from gpufleet.floors.floor_types import Floor
 from gpufleet.matrix.gpus import GpuModel
 
 # A speed-up is a ratio of two figures taken on the same host in the same run: their spreads

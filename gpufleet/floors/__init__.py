@@ -1,0 +1,1 @@
+"""Performance floors: published references, derived floors, their checks, calibration, NCCL."""

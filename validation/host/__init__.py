@@ -1,0 +1,1 @@
+"""The host read: hardware, GPU selection, busy guard, NVML sampling, the fast health check."""

@@ -1,0 +1,1 @@
+"""Speed verdicts and what they judge against: harness, judge, tiers, thresholds, run state."""
