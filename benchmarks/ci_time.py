@@ -4,11 +4,12 @@
 
 Reads what `.ci/run` leaves in its artifacts folder: ``started`` (when the run began),
 ``phases.tsv`` (name, seconds, exit status of each phase), ``parts.tsv`` and ``junit-*.xml``
-(the seconds and the JUnit report of each part of the README's test command, `scripts/test`:
-the sandbox-free tiers and the integration tier run side by side) and the sandbox's log of `gpufleet sandbox up` calls
-(``/var/lib/gpufleet-sandbox/log/ups.jsonl``, those since the run began). Prints a table of
-minutes per phase, per part and per tier (a tier's minutes are the sum of its tests' times), the slowest 20 tests, and how many sandboxes were brought up
-with how many bare hosts (each one a first deploy to come) against hosts booted on a
+(the seconds and the JUnit report of each part of the README's test command, `scripts/test`,
+which runs the sandbox-free tiers beside the integration tier) and the sandbox's log of
+`gpufleet sandbox up` calls (``/var/lib/gpufleet-sandbox/log/ups.jsonl``, those since the run
+began). Prints minutes per phase, per part and per tier (a tier's minutes are the sum of its
+tests' times), the slowest 20 tests, and how many sandboxes were brought up with how many bare
+hosts (each one a first deploy to come) against hosts booted on a
 snapshot. Prints numbers; asserts nothing.
 """
 
