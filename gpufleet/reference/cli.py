@@ -77,6 +77,11 @@ def _section(level: str, name: str, parser: argparse.ArgumentParser, help_text: 
     return "\n\n".join(p.strip() for p in parts if p.strip())
 
 
+def subparsers(parser: argparse.ArgumentParser) -> dict[str, argparse.ArgumentParser]:
+    """Action name -> its parser (``gpufleet sandbox up``), empty for a parser without any."""
+    return {name: sub for name, (sub, _help) in _subactions(parser).items()}
+
+
 def commands() -> dict[str, argparse.ArgumentParser]:
     """Subcommand -> its parser, each built by its own module's ``build_parser``."""
     return {
