@@ -7,6 +7,7 @@ import re
 import typing
 from pathlib import Path
 
+from gpufleet.reference.key_notes import NOTES
 from gpufleet.reference.markdown import page, table
 from gpufleet.spec import FIELDS, KEY_DOCS, NodeSpec, defaults
 from gpufleet.spec.checks import type_name
@@ -123,7 +124,7 @@ def rows() -> list[list[str]]:
     for key, field in FIELDS.items():
         choices = field.metadata["choices"]
         secret = " (secret: kept off command lines and output)" if field.metadata["secret"] else ""
-        doc = KEY_DOCS[key] + secret
+        doc = NOTES.get(key, KEY_DOCS[key]) + secret
         out.append(
             [
                 f"`{key}`",

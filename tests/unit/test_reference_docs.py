@@ -102,3 +102,10 @@ def test_every_metric_written_is_documented() -> None:
     text = page("metrics.md")
     names = written_names() | {"gpufleet_rollout_hosts"}
     assert [n for n in sorted(names) if f"| `{n}` |" not in text] == []
+
+
+def test_every_note_is_of_a_key_and_shown() -> None:
+    from gpufleet.reference.key_notes import NOTES
+
+    assert set(NOTES) <= set(spec.KEY_DOCS)
+    assert all(note in page("inventory-keys.md") for note in NOTES.values())
