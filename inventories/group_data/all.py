@@ -1,6 +1,6 @@
 """The fleet's declared defaults: every host gets these unless its group or host data differs.
 
-Every key is a NodeSpec key (gpufleet/spec/model.py, README "Inventory keys"); an unknown key stops
+Every key is a NodeSpec key (gpufleet/spec/model.py, docs/reference/inventory-keys.md); an unknown key stops
 the run before any host is touched. Keys of your own must start with x_.
 """
 
