@@ -69,7 +69,9 @@ def kind_table(model: str, count: int, interconnect: str) -> str:
     """Every floor of one kind of host: value, how it was set, and where it comes from."""
     rows = []
     for floor in floors_for(model, count, interconnect):
-        value = "-" if floor.value is None else f"{_bound(floor.bound)} {floor.value:g} {floor.unit}"
+        value = (
+            "-" if floor.value is None else f"{_bound(floor.bound)} {floor.value:g} {floor.unit}"
+        )
         per = " per GPU" if floor.per_gpu else ""
         source = floor.source or floor.origin
         rows.append([f"`{floor.name}`{per}", value, origin_kind(floor.origin, floor.value), source])

@@ -47,9 +47,7 @@ def arguments(parser: argparse.ArgumentParser) -> list[list[str]]:
         choices = ", ".join(f"`{c}`" for c in action.choices or ())
         if isinstance(action, argparse._VersionAction):
             choices = ""
-        rows.append(
-            [_names(action), _value(action), _default(action), choices, action.help or ""]
-        )
+        rows.append([_names(action), _value(action), _default(action), choices, action.help or ""])
     return rows
 
 
@@ -97,7 +95,9 @@ them. Exit codes per subcommand: [exit-codes.md](../exit-codes.md)."""
 
 def render() -> str:
     parsers = commands()
-    index = "\n".join(f"- [`gpufleet {n}`](#gpufleet-{n}): {h}" for n, (_m, h) in SUBCOMMANDS.items())
+    index = "\n".join(
+        f"- [`gpufleet {n}`](#gpufleet-{n}): {h}" for n, (_m, h) in SUBCOMMANDS.items()
+    )
     sections = [
         _section("##", f"gpufleet {name}", parsers[name], help_text)
         for name, (_module, help_text) in SUBCOMMANDS.items()

@@ -39,8 +39,7 @@ NOTES: dict[str, str] = {
     "[calibration](../howto/calibration.md))",
     "scheduler": "the fleet's scheduler: `slurm` turns on the scheduler_integration stage and "
     "drain/resume (see [Slurm](../howto/slurm.md))",
-    "slurm_controller": "slurmctld's host name or address (where `gpufleet rollout` runs "
-    "scontrol)",
+    "slurm_controller": "slurmctld's host name or address (where `gpufleet rollout` runs scontrol)",
     "slurm_health_interval": "Slurm `HealthCheckInterval` (s) for gpufleet's health check",
     "thresholds": "validation threshold overrides by name, e.g. `{'xla_speedup_min': 1.2}` "
     "(names: `validation/thresholds.toml`; an unknown name is refused)",

@@ -1,4 +1,4 @@
-"""docs/reference/inventory-keys.md: every NodeSpec key with its type, default, values, unit, readers."""
+"""docs/reference/inventory-keys.md: every key, its type, default, values, unit and readers."""
 
 from __future__ import annotations
 

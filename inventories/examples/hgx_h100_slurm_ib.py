@@ -1,7 +1,7 @@
 """An 8x H100 (HGX, NVSwitch) Slurm cluster with InfiniBand: a starting point to copy and edit.
 
     pyinfra inventories/examples/hgx_h100_slurm_ib.py deploy/gpu_node.py --dry \
-        --group-data inventories/group_data                 # the plan (or copy group_data/ beside it)
+        --group-data inventories/group_data      # the plan (or copy group_data/ beside it)
     gpufleet validate inventories/examples/hgx_h100_slurm_ib.py --tier full
     gpufleet validate inventories/examples/hgx_h100_slurm_ib.py --tier cluster --limit h100_ib
 

@@ -56,7 +56,9 @@ def test_a_python_below_requires_python_is_refused_with_the_fix(tmp_path: Path) 
 def test_no_python_at_all_is_refused_with_the_fix(tmp_path: Path) -> None:
     proc = _run(_bin(tmp_path, None))
     assert proc.returncode == 2
-    assert "python3 not found" in proc.stderr and "apt-get install python3 python3-venv" in proc.stderr
+    assert (
+        "python3 not found" in proc.stderr and "apt-get install python3 python3-venv" in proc.stderr
+    )
 
 
 def test_python3_venv_is_an_apt_package_of_bootstrap() -> None:

@@ -23,7 +23,9 @@ def page(name: str) -> str:
 @pytest.mark.parametrize("name", sorted(PAGES))
 def test_the_page_is_what_the_code_makes_today(name: str) -> None:
     assert (DOCS / name).exists(), f"docs/reference/{name} missing: python -m gpufleet.reference"
-    assert page(name) == PAGES[name], f"docs/reference/{name} is stale: python -m gpufleet.reference"
+    assert page(name) == PAGES[name], (
+        f"docs/reference/{name} is stale: python -m gpufleet.reference"
+    )
 
 
 def test_stale_names_a_page_that_differs(tmp_path) -> None:
