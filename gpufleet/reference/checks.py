@@ -11,6 +11,7 @@ from gpufleet.matrix.floors import INTERCONNECTS, floors_for
 from gpufleet.matrix.nccl_cluster_floors import FABRIC_FRACTION, PUBLISHED_MARGIN, PUBLISHED_RUNS
 from gpufleet.matrix.nccl_floors import FLOORS as NCCL_FLOORS
 from gpufleet.reference.markdown import page, table
+from gpufleet.report.origins import origin_kind as report_origin_kind
 from gpufleet.validate.checks import list_checks
 
 REPO = Path(__file__).resolve().parents[2]
@@ -51,14 +52,9 @@ def check_rows() -> list[list[str]]:
 
 
 def origin_kind(origin: str, value: float | None) -> str:
-    """How a floor was set: a published figure x a margin, gpufleet's choice, or none."""
-    if value is None:
-        return "report only"
-    if origin.startswith("published"):
-        return "published"
-    if origin.startswith("gpufleet's choice"):
-        return "choice"
-    return "derived"
+    """How a floor was set, as the report names it; "report only" where no value is set."""
+    kind = report_origin_kind(origin, value)
+    return "report only" if kind == "none" else kind
 
 
 def _bound(bound: str) -> str:
