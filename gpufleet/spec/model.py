@@ -309,8 +309,8 @@ def _unknown_key_error(key: str) -> SpecError:
     close = difflib.get_close_matches(key, list(FIELDS), n=1, cutoff=0.6)
     hint = f" Did you mean {close[0]!r}?" if close else ""
     return SpecError(
-        f"unknown inventory key {key!r}.{hint} Fix: use one of the documented keys (README, "
-        f"'Inventory keys'), or prefix keys of your own with {USER_KEY_PREFIX!r}."
+        f"unknown inventory key {key!r}.{hint} Fix: use one of the documented keys "
+        f"(docs/reference/inventory-keys.md), or prefix keys of your own with {USER_KEY_PREFIX!r}."
     )
 
 

@@ -1,7 +1,7 @@
 """The fleet's declared defaults: every host gets these unless its group or host data differs.
 
-Every key is a NodeSpec key (gpufleet/spec/model.py, README "Inventory keys"); an unknown key stops
-the run before any host is touched. Keys of your own must start with x_.
+Every key is a NodeSpec key (gpufleet/spec/model.py, docs/reference/inventory-keys.md); an
+unknown key stops the run before any host is touched. Keys of your own must start with x_.
 """
 
 # How pyinfra reaches the hosts (ssh_user, _sudo) is set per inventory: prod.py, staging.py.

@@ -306,9 +306,10 @@ def test_dcgm_errors_point_at_dcgm_line_and_give_the_fix(name, code, fix):
     assert "dcgmi" not in finding.line.split()[:1]  # not the command line above it
 
 
-def test_readme_troubleshooting_table_is_the_code_table():
-    """The README lists every code with the same severity, meaning and fix as the code."""
-    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text(encoding="utf-8")
-    troubleshooting = readme.split("## Troubleshooting", 1)[1]
-    missing = [row for row in codes_markdown().splitlines() if row not in troubleshooting]
+def test_the_reference_lists_every_code_as_the_code_does():
+    """docs/reference/diagnose-codes.md lists every code with the same severity, meaning and
+    fix as the code (it is generated: python -m gpufleet.reference)."""
+    root = Path(__file__).resolve().parents[2]
+    page = (root / "docs" / "reference" / "diagnose-codes.md").read_text(encoding="utf-8")
+    missing = [row for row in codes_markdown().splitlines() if row not in page]
     assert missing == []

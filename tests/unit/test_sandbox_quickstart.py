@@ -76,3 +76,26 @@ def test_without_sudo_a_non_root_user_is_told_to_run_it_as_root(open_dir: Path) 
 
 def test_readme_shows_both_forms() -> None:
     assert "\nscripts/quickstart " in README and "\nsudo scripts/quickstart " in README
+
+
+def test_the_plan_names_every_package_and_service_and_the_teardown() -> None:
+    # Issue 37 item 5: the quickstart says what it will install and start, and asks nothing.
+    proc = subprocess.run(
+        ["/bin/bash", str(SCRIPT), "--plan", "2"], capture_output=True, text=True, timeout=30
+    )
+    assert proc.returncode == 0, proc.stderr
+    packages = [
+        line.split("#")[0].strip()
+        for line in (REPO / "scripts" / "apt-packages.txt").read_text().splitlines()
+    ]
+    shown = proc.stdout.split()
+    assert [p for p in packages if p and p not in shown] == []
+    for said in ("sshd (port 22)", "apt-cacher-ng (port 3142)", "prometheus (port 9090)",
+                 "TensorFlow", "gpufleet sandbox down", "start 2 sandbox hosts"):  # fmt: skip
+        assert said in proc.stdout, said
+
+
+def test_the_plan_comes_before_anything_is_installed_and_nothing_is_asked() -> None:
+    body = SCRIPT.read_text()
+    assert body.index('\nplan "$hosts"') < body.index("\nscripts/bootstrap")
+    assert not any(line.strip().startswith("read ") for line in body.splitlines())

@@ -247,9 +247,9 @@ def test_a_missing_pcie_card_needs_the_inventory_count() -> None:
     assert health.check_gpu_count(smi, 8)
 
 
-# --- README agrees --------------------------------------------------------------------------
+# --- docs/reference/floors.md agrees --------------------------------------------------------
 
 
-def test_readme_carries_the_truth_tables_prediction() -> None:
-    readme = (REPO_ROOT / "README.md").read_text(encoding="utf-8")
-    assert tt.readme_table() in readme, "regenerate README's table: tests/unit/truth_table.py"
+def test_the_floors_page_carries_the_truth_tables_prediction() -> None:
+    page = (REPO_ROOT / "docs" / "reference" / "floors.md").read_text(encoding="utf-8")
+    assert tt.readme_table() in page, "regenerate floors.md's table: tests/unit/truth_table.py"

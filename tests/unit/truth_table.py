@@ -13,7 +13,7 @@ R21 = f"{REVIEW} §2.1"
 
 @dataclass(frozen=True)
 class Kind:
-    """One class of host: what ``floors_for`` is asked for, and the README's column head."""
+    """One class of host: what ``floors_for`` is asked for, and floors.md's column head."""
 
     model: str
     count: int
@@ -190,7 +190,7 @@ def source(figure: str) -> str:
     return SOURCES[figure.split(".")[0]]
 
 
-# README's per-class table: (row label, figure; "{f}" is the class's float precision).
+# floors.md's per-class table: (row label, figure; "{f}" is the class's float precision).
 README_ROWS = (
     ("`resnet50.images_per_s.{fp32,tf32}` per GPU", "resnet50.images_per_s.{f}"),
     ("`resnet50.images_per_s.amp` per GPU", "resnet50.images_per_s.amp"),
@@ -221,7 +221,8 @@ def _range(low: float, high: float) -> str:
 
 
 def cell(name: str, figure: str) -> str:
-    """One README cell: the floor (or "report", or "n/a") and the predicted healthy range."""
+    """One cell of the floors.md table: the floor (or "report", or "n/a") and the predicted
+    healthy range."""
     figure = figure.format(f=float_name(name))
     floor = floors(name).get(figure)
     if floor is None:
@@ -241,7 +242,7 @@ def cell(name: str, figure: str) -> str:
 
 
 def readme_table() -> str:
-    """The table README.md carries; tests/unit/test_truth_table.py checks they agree."""
+    """The table docs/reference/floors.md carries; test_truth_table.py checks they agree."""
     head = "| check | " + " | ".join(k.title for k in CLASSES.values()) + " |"
     rule = "|---" * (len(CLASSES) + 1) + "|"
     rows = [
