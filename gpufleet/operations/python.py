@@ -251,13 +251,17 @@ def pip_install_checked(
     problems = host.get_fact(EnvProblems, python=python, requirements=pins)
     if problems is None:  # the check's command itself failed: nothing says the env is sound
         problems = ["the environment check did not run"]
-    if host.get_fact(FileContents, path=stamp) == wanted and not problems:
+    stray, installed = stray_pth(python, problems), host.get_fact(FileContents, path=stamp) == wanted
+    if installed and not problems:
         host.noop(f"{requirement} is installed and checked")
         return
     if problems:
         logger.info(f"{host.print_prefix}environment {python}: {'; '.join(problems)}")
+    if installed and len(stray) == len(problems):  # only .pth files no package put there
+        yield StringCommand("rm -f", *map(QuoteString, stray))
+        return
     # The stamp goes first and comes back only after the check passed.
-    yield StringCommand("rm -f", QuoteString(stamp), *map(QuoteString, stray_pth(python, problems)))
+    yield StringCommand("rm -f", QuoteString(stamp), *map(QuoteString, stray))
     # --force-reinstall: pip trusts the metadata of a half-installed package ("Requirement
     # already satisfied"); an install that is redone at all is redone in full.
     yield StringCommand(

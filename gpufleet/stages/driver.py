@@ -162,6 +162,8 @@ def _module_for_running_kernel(plan: NodePlan) -> None:
     ``installed_module`` is a stamp input, so a stamp never outlives the module."""
     state, resolution = plan.state, plan.require_resolution()
     branch = resolution.driver_branch
+    if plan.spec.gpu_less:
+        return  # no GPU to drive: a module would never load (and a container cannot build one)
     installed = [state.packages.get(name.split("=", 1)[0]) for name in resolution.driver_packages]
     if not all(v and branch_of_package_version(v) == branch for v in installed):
         return  # installed by this run: the package's own DKMS hook builds the module

@@ -28,6 +28,9 @@ def test_a_host_booted_into_a_kernel_without_the_module_plans_the_rebuild(
         "no-module": FakeGpuHost(provisioned=True, kernel="5.15.0-92-generic", module_missing=True),
         "fine": FakeGpuHost(provisioned=True, kernel="5.15.0-92-generic"),
         "fresh": FakeGpuHost(kernel="5.15.0-92-generic"),  # installs: the package builds it
+        "gpu-less": FakeGpuHost(  # no GPU to drive (the sandbox's containers): left alone
+            provisioned=True, gpus=(), module_missing=True, inventory={"gpu_less": True}
+        ),
     }
     done, plan = pyinfra_cli.plan(write_inventory(tmp_path / "inventory.py", hosts))
     assert done.returncode == 0, done.stderr[-3000:]
