@@ -12,9 +12,8 @@ from pathlib import Path
 from rich.console import Console
 
 from gpufleet.inventory import InventoryError, InventoryHost, load_hosts
-from gpufleet.rollout import machine, progress
+from gpufleet.rollout import machine, private, progress
 from gpufleet.rollout import preflight as pf
-from gpufleet.rollout import private
 from gpufleet.rollout import state as st
 from gpufleet.scheduler.rule import SchedulerError
 

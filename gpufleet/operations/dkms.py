@@ -1,4 +1,4 @@
-"""The NVIDIA kernel module built for the running kernel: ``dkms autoinstall``, or a clear failure."""
+"""The NVIDIA module built for the running kernel: ``dkms autoinstall``, or a clear failure."""
 
 from __future__ import annotations
 

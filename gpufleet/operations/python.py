@@ -251,7 +251,10 @@ def pip_install_checked(
     problems = host.get_fact(EnvProblems, python=python, requirements=pins)
     if problems is None:  # the check's command itself failed: nothing says the env is sound
         problems = ["the environment check did not run"]
-    stray, installed = stray_pth(python, problems), host.get_fact(FileContents, path=stamp) == wanted
+    stray, installed = (
+        stray_pth(python, problems),
+        host.get_fact(FileContents, path=stamp) == wanted,
+    )
     if installed and not problems:
         host.noop(f"{requirement} is installed and checked")
         return

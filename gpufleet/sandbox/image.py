@@ -22,7 +22,8 @@ from gpufleet.sandbox.state import APT_PROXY_PORT, CACHE_DIR, GATEWAY, SandboxEr
 
 # What a host needs to boot with systemd, answer SSH and be provisioned like a server: systemd
 # and dbus for init, sshd, iproute2 for its address, python3/sudo/gnupg/ca-certificates that any
-# server image has and the deploy expects, pciutils (lspci) and kmod (modinfo) for preflight.
+# server image has and the deploy expects, pciutils (lspci) and kmod (modinfo) for preflight,
+# nftables for the cluster tier's worker-port table (gpufleet.cluster.firewall).
 INCLUDE = (
     "systemd",
     "systemd-sysv",
@@ -36,11 +37,12 @@ INCLUDE = (
     "pciutils",
     "kmod",
     "curl",
+    "nftables",
 )
 
 MARKER = ".gpufleet-sandbox-image.json"
 # Bumped whenever the image is built differently, so cached images of older builds are rebuilt.
-IMAGE_FORMAT = 3
+IMAGE_FORMAT = 4
 Log = Callable[[str], None]
 
 # Debian machines carry no Ubuntu keyring; Ubuntu's own keyring package is fetched from Ubuntu's

@@ -10,8 +10,8 @@ from pyinfra.operations import server, systemd
 
 from gpufleet.matrix.apt_names import NVLSM_PACKAGE
 from gpufleet.operations import apt as gpufleet_apt
-from gpufleet.operations import files as gpufleet_files
 from gpufleet.operations import dkms, kernel
+from gpufleet.operations import files as gpufleet_files
 from gpufleet.stages import fleet_cache, op_keys
 from gpufleet.stages.fabric import fabric_packages, wants_fabric_manager
 from gpufleet.stages.host_probe import DRIVER_MARKER, branch_of_package_version

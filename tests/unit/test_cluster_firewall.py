@@ -65,16 +65,16 @@ def test_a_member_that_is_not_an_address_is_refused() -> None:
 @pytest.mark.skipif(shutil.which("nft") is None, reason="nft not installed here")
 def test_nft_parses_the_ruleset() -> None:
     rules = firewall.ruleset("r1", 23456, ["10.0.0.1", "fd00::3"])
-    done = subprocess.run(["nft", "--check", "-f", "-"], input=rules, capture_output=True, text=True)
+    done = subprocess.run(
+        ["nft", "--check", "-f", "-"], input=rules, capture_output=True, text=True
+    )
     assert done.returncode == 0 or "Operation not permitted" in done.stderr, done.stderr
 
 
 def test_the_run_adds_the_table_before_the_job_and_deletes_it_after(monkeypatch: Any) -> None:
     launcher = NftLauncher()
     seen: list[int] = []
-    monkeypatch.setattr(
-        cluster_run, "measure_group", lambda *_a: seen.append(len(launcher.asked))
-    )
+    monkeypatch.setattr(cluster_run, "measure_group", lambda *_a: seen.append(len(launcher.asked)))
     doc = cluster_run.run_group(launcher, GROUP, group="g", run_id="r1", steps=1)  # type: ignore[arg-type]
     assert doc["run_error"] == ""
     guards = [(n, s, i) for n, s, i in launcher.asked if "nft -f -" in s]

@@ -17,7 +17,9 @@ from gpufleet.stamp.canonical import digest
 from tests import pyinfra_cli
 from tests.unit.fake_fleet import FakeGpuHost, write_inventory
 
-REBUILD = "gpufleet driver | NVIDIA 580 module built for the running kernel 5.15.0-92-generic (DKMS)"
+REBUILD = (
+    "gpufleet driver | NVIDIA 580 module built for the running kernel 5.15.0-92-generic (DKMS)"
+)
 
 
 def test_a_host_booted_into_a_kernel_without_the_module_plans_the_rebuild(
@@ -62,7 +64,7 @@ def test_a_kernel_release_that_is_not_one_is_refused() -> None:
 def _fake_tools(folder: Path, builds: bool) -> dict[str, str]:
     """modinfo that finds the module once dkms built it; dkms that builds it or fails."""
     built = folder / "built"
-    (folder / "modinfo").write_text(f'#!/bin/sh\n[ -e {built} ] && echo 580.173.02\nexit 0\n')
+    (folder / "modinfo").write_text(f"#!/bin/sh\n[ -e {built} ] && echo 580.173.02\nexit 0\n")
     action = f"touch {built}" if builds else "echo 'Error! Bad return status' >&2; exit 10"
     (folder / "dkms").write_text(
         "#!/bin/sh\n"

@@ -11,7 +11,7 @@ import packaging
 
 from gpufleet.matrix import locks
 from gpufleet.operations.env_check import EnvProblems, checked_pins, stray_pth
-from tests.unit.test_env_witness import REQUIREMENT, FILES, check, make_env, witness
+from tests.unit.test_env_witness import FILES, REQUIREMENT, check, make_env, witness
 
 HASH = "--hash=sha256:" + "1" * 64
 

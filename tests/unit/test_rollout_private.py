@@ -55,10 +55,9 @@ def test_a_second_rollout_on_one_state_file_refuses_naming_the_first(tmp_path: P
 
 def test_the_lock_is_held_in_process_too(tmp_path: Path) -> None:
     state_file = tmp_path / "state.json"
-    with private.hold(state_file):
-        with pytest.raises(private.PrivateFileError, match=f"pid {os.getpid()}"):
-            with private.hold(state_file):
-                pass
+    refused = pytest.raises(private.PrivateFileError, match=f"pid {os.getpid()}")
+    with private.hold(state_file), refused, private.hold(state_file):
+        pass
 
 
 def test_the_state_file_and_its_folder_are_owner_only(tmp_path: Path) -> None:
