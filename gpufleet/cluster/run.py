@@ -128,37 +128,34 @@ def unreachable(launcher: Launcher, hosts: list[ClusterHost]) -> dict[str, str]:
         return {name: why for name, why in pool.map(reach, hosts) if why}
 
 
-def _not_reached(doc: dict[str, Any], down: dict[str, str]) -> None:
+def _stopped(doc: dict[str, Any], kind: str, reasons: dict[str, str], run_error: str) -> None:
+    """The run stopped before measuring: one ``<kind>::<host>`` error check per host."""
     doc["checks"] += [
-        {
-            "name": f"reach::{name}",
-            "status": "error",
-            "reason": f"could not reach {name}: {why}",
-            "figures": {},
-        }
-        for name, why in down.items()
+        {"name": f"{kind}::{name}", "status": "error", "reason": why, "figures": {}}
+        for name, why in reasons.items()
     ]
-    doc["run_error"] = (
+    doc["run_error"] = run_error
+
+
+def _not_reached(doc: dict[str, Any], down: dict[str, str]) -> None:
+    _stopped(
+        doc,
+        "reach",
+        {name: f"could not reach {name}: {why}" for name, why in down.items()},
         f"could not reach {', '.join(down)}; nothing was measured and no host is blamed. Fix: "
-        "check that each is up and its ssh_hostname and ssh_key, or leave it out with --limit"
+        "check that each is up and its ssh_hostname and ssh_key, or leave it out with --limit",
     )
 
 
 def _not_guarded(doc: dict[str, Any], failed: dict[str, str]) -> None:
-    doc["checks"] += [
-        {
-            "name": f"firewall::{name}",
-            "status": "error",
-            "reason": f"could not limit the TF worker port of {name} to the group: {why}",
-            "figures": {},
-        }
-        for name, why in failed.items()
-    ]
-    doc["run_error"] = (
-        f"could not limit the TF worker port on {', '.join(failed)} to the group's addresses; "
-        "nothing was started (TensorFlow's workers serve anyone who reaches the port). Fix: "
-        "install nftables there and let the SSH user run `sudo -n nft` (_sudo: True), or run "
-        "as root"
+    port = "could not limit the TF worker port"
+    _stopped(
+        doc,
+        "firewall",
+        {name: f"{port} of {name} to the group: {why}" for name, why in failed.items()},
+        f"{port} on {', '.join(failed)} to the group's addresses; nothing was started "
+        "(TensorFlow's workers serve anyone who reaches the port). Fix: install nftables "
+        "there and let the SSH user run `sudo -n nft` (_sudo: True), or run as root",
     )
 
 

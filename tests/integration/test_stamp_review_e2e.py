@@ -1,18 +1,15 @@
 """The stamp review's sandbox reproductions (shared/reviews/security-stamp-review.md, issue 35).
 
-gfsb-h1 and gfsb-h2 booted on the provisioned snapshot: a pinned distribution's file rewritten
+Three hosts booted on the provisioned snapshot: a pinned distribution's file rewritten
 at the same size is repaired by one re-run (finding 5, the stamp not hiding it); and during the
-cluster tier on gfsb-h1 and gfsb-h2, the TF worker port answers the other member and not
-gfsb-h3, which is not in the group (finding 2); the run's nft table is gone afterwards.
+cluster tier on gfsb-h2 and gfsb-h3, the TF worker port answers the other member and not
+gfsb-h1, which is not in the group (finding 2); the run's nft table is gone afterwards.
 (Finding 4, a kernel without the NVIDIA module, has no sandbox form: the sandbox's hosts are
 containers without GPUs or kernel modules; tests/unit/test_driver_module.py covers it.)
 """
 
 from __future__ import annotations
 
-import subprocess
-import sys
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -20,7 +17,7 @@ import pytest
 
 from gpufleet.cluster.config import WORKER_PORT
 from gpufleet.spec import NodeSpec
-from tests.integration.conftest import REPO, Sandbox, first_deploy, running_sandbox
+from tests.integration.conftest import Sandbox, first_deploy, running_sandbox
 from tests.integration.fault_helpers import (
     INVENTORY_TEXT,
     OVERRIDES_ENV,
@@ -29,6 +26,7 @@ from tests.integration.fault_helpers import (
     planned_changes,
     site_packages,
 )
+from tests.integration.test_cluster_e2e import start_long_run, training_worker
 
 pytestmark = pytest.mark.integration
 
@@ -84,38 +82,21 @@ def test_a_pinned_file_rewritten_at_its_size_is_repaired_by_one_rerun(
     assert planned_changes(inventory, H1) == []
 
 
-def _long_cluster_run(results: Path) -> subprocess.Popen[str]:
-    command = [sys.executable, "-m", "gpufleet.cli", "validate", SANDBOX_INVENTORY,
-               "--tier", "cluster", "--limit", H1, "--limit", H2,
-               "--results-dir", str(results), "--cluster-steps", "1000000"]  # fmt: skip
-    return subprocess.Popen(command, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            text=True)  # fmt: skip
-
-
-def _listening(sandbox: Sandbox, host: str) -> None:
-    deadline = time.monotonic() + 300
-    while time.monotonic() < deadline:
-        if sandbox.ssh(host, f"ss -Htln 'sport = :{WORKER_PORT}'").stdout.strip():
-            return
-        time.sleep(1)
-    raise AssertionError(f"no TF worker listened on {host} within 300 s")
-
-
 def test_the_worker_port_answers_members_only_during_the_cluster_tier(
     sandbox: Sandbox, tmp_path: Path
 ) -> None:
-    proc = _long_cluster_run(tmp_path)
+    proc = start_long_run(tmp_path)  # the group: gfsb-h2 and gfsb-h3
     try:
-        _listening(sandbox, H1)
-        target = CONNECT.format(address=sandbox.address(H1), port=WORKER_PORT)
+        training_worker(sandbox, H3)
+        target = CONNECT.format(address=sandbox.address(H3), port=WORKER_PORT)
         member = sandbox.ssh(H2, target)
-        outsider = sandbox.ssh(H3, target)
-        tables = sandbox.ssh(H1, "nft list tables").stdout
+        outsider = sandbox.ssh(H1, target)
+        tables = sandbox.ssh(H3, "nft list tables").stdout
     finally:
         proc.terminate()
         proc.communicate(timeout=300)
     assert member.returncode == 0, member.stderr
     assert outsider.returncode != 0, "a host outside the group reached the TF worker port"
     assert "gpufleet_" in tables
-    for host in (H1, H2):
+    for host in (H2, H3):
         assert "gpufleet_" not in ok(sandbox, host, "nft list tables"), "the table outlived the run"
