@@ -24,7 +24,7 @@ from gpufleet.stages.run_guard import run_end, run_start
 from gpufleet.stages.scheduler import scheduler_integration
 from gpufleet.stages.validation_payload import validation_payload
 from gpufleet.stages.xla_warm_up import xla_warm_up
-from gpufleet.stamp.gate import stamp_holds
+from gpufleet.stamp.gate import stamp_done, stamp_holds
 
 plan = node_plan()  # validates the inventory (stops the whole run on a bad value)
 # A host whose last run changed nothing, with every fact and input reading the same now, is
@@ -46,3 +46,4 @@ if not stamp_holds(plan, deploy_file=__file__):
         scheduler_integration(plan=plan)  # a no-op unless scheduler: slurm
         run_end(plan=plan)  # lock released, then the reboot the driver needs (reboot policy)
         xla_warm_up(plan=plan)  # every XLA step of both tiers compiled once; no-op without GPUs
+    stamp_done(plan)  # the plan reached its end: only then may an empty one be stamped

@@ -12,7 +12,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from gpufleet.cluster import culprit, nccl, network, training
+from gpufleet.cluster import culprit, firewall, nccl, network, training
 from gpufleet.cluster.config import PORTS, ClusterError, ClusterHost, cluster_host, group_name
 from gpufleet.cluster.launcher import Launcher
 from gpufleet.cluster.schema import new_document, validate_cluster_results
@@ -128,19 +128,34 @@ def unreachable(launcher: Launcher, hosts: list[ClusterHost]) -> dict[str, str]:
         return {name: why for name, why in pool.map(reach, hosts) if why}
 
 
-def _not_reached(doc: dict[str, Any], down: dict[str, str]) -> None:
+def _stopped(doc: dict[str, Any], kind: str, reasons: dict[str, str], run_error: str) -> None:
+    """The run stopped before measuring: one ``<kind>::<host>`` error check per host."""
     doc["checks"] += [
-        {
-            "name": f"reach::{name}",
-            "status": "error",
-            "reason": f"could not reach {name}: {why}",
-            "figures": {},
-        }
-        for name, why in down.items()
+        {"name": f"{kind}::{name}", "status": "error", "reason": why, "figures": {}}
+        for name, why in reasons.items()
     ]
-    doc["run_error"] = (
+    doc["run_error"] = run_error
+
+
+def _not_reached(doc: dict[str, Any], down: dict[str, str]) -> None:
+    _stopped(
+        doc,
+        "reach",
+        {name: f"could not reach {name}: {why}" for name, why in down.items()},
         f"could not reach {', '.join(down)}; nothing was measured and no host is blamed. Fix: "
-        "check that each is up and its ssh_hostname and ssh_key, or leave it out with --limit"
+        "check that each is up and its ssh_hostname and ssh_key, or leave it out with --limit",
+    )
+
+
+def _not_guarded(doc: dict[str, Any], failed: dict[str, str]) -> None:
+    port = "could not limit the TF worker port"
+    _stopped(
+        doc,
+        "firewall",
+        {name: f"{port} of {name} to the group: {why}" for name, why in failed.items()},
+        f"{port} on {', '.join(failed)} to the group's addresses; nothing was started "
+        "(TensorFlow's workers serve anyone who reaches the port). Fix: install nftables "
+        "there and let the SSH user run `sudo -n nft` (_sudo: True), or run as root",
     )
 
 
@@ -172,18 +187,27 @@ def run_group(
     doc = new_document(run_id=run_id, group=group, hosts=hosts, started_at=_now())
     previous = signal.signal(signal.SIGTERM, _interrupted)  # a CI timeout cleans up too
     down: dict[str, str] = {}
+    guarded: list[ClusterHost] = []
     try:
         down = unreachable(launcher, hosts)
         if down:
             _not_reached(doc, down)
         else:
-            measure_group(launcher, hosts, doc, steps)
+            guarded = list(hosts)  # a table half added is deleted too
+            unguarded = firewall.guard(launcher, hosts, run_id)
+            if unguarded:
+                _not_guarded(doc, unguarded)
+            else:
+                measure_group(launcher, hosts, doc, steps)
     except KeyboardInterrupt:
         doc["run_error"] = "interrupted; the job was stopped on every host"
     finally:
         signal.signal(signal.SIGTERM, signal.SIG_IGN)  # the clean-up itself runs to its end
         up = [h for h in hosts if h.name not in down]
         doc["cleanup"] = {**launcher.cleanup(up, PORTS), **dict.fromkeys(down, NOT_REACHED)}
+        for name, why in firewall.unguard(launcher, guarded, run_id).items():
+            was = doc["cleanup"].get(name, "clean")
+            doc["cleanup"][name] = why if was == "clean" else f"{was}; {why}"
         signal.signal(signal.SIGTERM, previous)
     return _finished(doc)
 

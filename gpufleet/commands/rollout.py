@@ -12,7 +12,7 @@ from pathlib import Path
 from rich.console import Console
 
 from gpufleet.inventory import InventoryError, InventoryHost, load_hosts
-from gpufleet.rollout import machine, progress
+from gpufleet.rollout import machine, private, progress
 from gpufleet.rollout import preflight as pf
 from gpufleet.rollout import state as st
 from gpufleet.scheduler.rule import SchedulerError
@@ -177,6 +177,14 @@ def preflight(
 
 
 def run(args: argparse.Namespace) -> int:
+    if args.dry:  # reads the state file, changes nothing: no lock
+        return _run(args)
+    # One process per state file for the whole run: a second one would work every host again.
+    with private.hold(args.state_file):
+        return _run(args)
+
+
+def _run(args: argparse.Namespace) -> int:
     if args.max_failures < 1:
         raise st.RolloutError("--max-failures must be 1 or more")
     everyone = load_hosts(args.inventory)
@@ -245,7 +253,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
         return run(args)
-    except (st.RolloutError, SchedulerError, InventoryError) as exc:
+    except (st.RolloutError, private.PrivateFileError, SchedulerError, InventoryError) as exc:
         print(f"gpufleet rollout: {exc}", file=sys.stderr)
         return 2
 

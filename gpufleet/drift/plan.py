@@ -148,7 +148,9 @@ def run_plan(
     Example: ``run_plan("@local", "tests/fixtures/drift/deploy_probe.py").returncode``
     """
     command = plan_command(inventory, deploy, limits)
-    env = {**os.environ, "PYINFRA_PROGRESS": "off"}
+    # Stamps are used (a stamped host is clean) but never written: a dry run's reads are no
+    # ground for skipping the real deploys that follow (review finding 17).
+    env = {**os.environ, "PYINFRA_PROGRESS": "off", "GPUFLEET_STAMPS": "read"}
     # The deploy imports gpufleet: make this checkout importable even when not installed.
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO_ROOT), env.get("PYTHONPATH")]))
     try:

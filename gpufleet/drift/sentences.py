@@ -99,6 +99,11 @@ RULES: tuple[Rule, ...] = (
         "NVIDIA driver packages missing or at another version",
     ),
     _rule(
+        r"NVIDIA (?P<branch>\d+) module built for the running kernel (?P<kernel>\S+) \(DKMS\)",
+        "the running kernel {kernel} has no NVIDIA {branch} module (DKMS did not build it): the "
+        "deploy rebuilds it",
+    ),
+    _rule(
         r"Fabric Manager at the driver's exact version",
         "Fabric Manager is not at the driver's exact version",
     ),

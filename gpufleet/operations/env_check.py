@@ -8,20 +8,50 @@ import re
 from pyinfra.api import FactBase, QuoteString, StringCommand
 from typing_extensions import override
 
-# Run by the environment's own python: for each "name==version", whether that distribution is
-# installed at that version with every file pip recorded for it (RECORD) present at its
-# recorded size. A cut-off install (no space left, a killed pip) or a deleted package directory
-# fails this, while pip itself would say "Requirement already satisfied". Left out: compiled
-# files (Python rewrites them) and a package's C/C++ headers (``<package>/include/``, read only
-# when compiling against it: 10,922 of TensorFlow 2.21's 12,953 files, the TensorFlow C++ API).
-# The distribution is found by its folder's name, as pip finds it (``distribution``), which is
+from gpufleet.matrix import locks
+
+# Run by the environment's own python: for each "name==version" (or "name==version; marker",
+# skipped where its marker does not hold), whether that distribution is installed at that
+# version with every file pip recorded for it (RECORD) present at its recorded size and sha256.
+# A cut-off install, a deleted package directory, a same-size rewrite or another wheel of the
+# same version fails this, while pip itself would say "Requirement already satisfied". Left
+# out: compiled files (Python rewrites them) and a package's C/C++ headers
+# (``<package>/include/``, read only when compiling against it: 10,922 of TensorFlow 2.21's
+# 12,953 files, the TensorFlow C++ API). Then every ``.pth`` file of the environment's
+# site-packages that no distribution recorded (code run at every interpreter start). The
+# distribution is found by its folder's name, as pip finds it (``distribution``), which is
 # also how the stamp witness below finds it. Python 3.9 syntax: focal's venvs run it.
 _ENV_CHECK = r"""
-import importlib.metadata as md, os, re, sys
+import base64, hashlib, importlib.metadata as md, os, re, sys
+try:
+    from packaging.markers import Marker
+except ImportError:
+    try:
+        from pip._vendor.packaging.markers import Marker
+    except ImportError:
+        Marker = None
 norm = lambda name: re.sub(r"[-_.]+", "-", name).lower()
 headers = re.compile(r"[^/]*/include/")
+def sha256(path):
+    digest = hashlib.sha256()
+    with open(path, "rb") as handle:
+        for block in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(block)
+    return base64.urlsafe_b64encode(digest.digest()).rstrip(b"=").decode()
+def sound(f):
+    where = f.locate()
+    if not os.path.isfile(where) or os.path.getsize(where) != f.size:
+        return False
+    return f.hash is None or f.hash.mode != "sha256" or sha256(where) == f.hash.value
 for arg in sys.argv[1:]:
-    name, _, version = arg.partition("==")
+    pin, _, marker = arg.partition(";")
+    name, _, version = pin.strip().partition("==")
+    if marker.strip():
+        if Marker is None:
+            print("unchecked", norm(name), "(no packaging module to read its marker)")
+            continue
+        if not Marker(marker.strip()).evaluate():
+            continue
     try:
         dist = md.distribution(name)
     except md.PackageNotFoundError:
@@ -31,10 +61,16 @@ for arg in sys.argv[1:]:
         print("version", norm(name), dist.version)
         continue
     bad = [str(f) for f in dist.files or () if f.size is not None
-           and not str(f).endswith(".pyc") and not headers.match(str(f))
-           and (not os.path.isfile(f.locate()) or os.path.getsize(f.locate()) != f.size)]
+           and not str(f).endswith(".pyc") and not headers.match(str(f)) and not sound(f)]
     if bad or not dist.files:
         print("broken", norm(name), len(bad), bad[0] if bad else "(no RECORD)")
+recorded = {os.path.realpath(f.locate()) for d in md.distributions() for f in d.files or ()
+            if str(f).endswith(".pth")}
+for sp in sorted({p for p in sys.path if p.startswith(sys.prefix) and p.endswith("-packages")}):
+    for entry in sorted(os.listdir(sp)) if os.path.isdir(sp) else ():
+        path = os.path.join(sp, entry)
+        if entry.endswith(".pth") and os.path.realpath(path) not in recorded:
+            print("pth", path)
 print("gpufleet-env: checked")
 """
 
@@ -77,6 +113,33 @@ for sp in "$prefix"/lib/python*/site-packages; do
 done
 """
 
+PROBLEMS = ("missing", "version", "broken", "unchecked", "pth")
+# Where a stray .pth the check names may be: directly in one of the environment's lib folders.
+_PTH = re.compile(r"/lib/python3[.0-9]*/(?:site|dist)-packages/[^/\s]+\.pth")
+
+
+def checked_pins(requirement: str, pins: list[locks.Pin]) -> list[str]:
+    """What ``EnvProblems`` checks: the requirement (extras dropped) and every pin of its
+    lock, ``name==version`` or ``name==version; marker`` (checked where the marker holds).
+
+    Example: ``checked_pins("tensorflow[and-cuda]==2.21.0", pins)[0] == "tensorflow==2.21.0"``
+    """
+    name, _, version = requirement.partition("==")
+    wanted = [f"{name.split('[', 1)[0].strip()}=={version.strip()}"]
+    for pin in pins:
+        line = f"{pin.name}=={pin.version}" + (f"; {pin.marker}" if pin.marker else "")
+        if line not in wanted and line != f"{locks.normalize(name.split('[', 1)[0])}=={version}":
+            wanted.append(line)
+    return wanted
+
+
+def stray_pth(python: str, problems: list[str]) -> list[str]:
+    """The ``.pth`` files the check named (``pth PATH``) that lie in ``python``'s environment's
+    site-packages: the reinstall removes them (no package put them there)."""
+    prefix = posixpath.dirname(posixpath.dirname(python))
+    paths = [line.partition(" ")[2] for line in problems if line.startswith("pth /")]
+    return [p for p in paths if p.startswith(prefix) and _PTH.fullmatch(p[len(prefix) :])]
+
 
 def name_pattern(requirement: str) -> str:
     """The ``find -iname`` pattern of a distribution's name in the folder names pip may have
@@ -86,14 +149,15 @@ def name_pattern(requirement: str) -> str:
 
     Example: ``name_pattern("tensorflow-cpu==2.21.0") == "tensorflow*cpu"``
     """
-    name = requirement.partition("==")[0].split("[", 1)[0].strip()
+    name = requirement.partition("==")[0].split("[", 1)[0].split(";", 1)[0].strip()
     return "*".join(part for part in re.split(r"[-_.]+", name) if part)
 
 
 class EnvProblems(FactBase):
     """
     What is wrong with pinned distributions in a Python environment, checked by its own
-    python from pip's RECORD (files present, sizes as installed); ``[]`` when all are sound.
+    python from pip's RECORD (files present, sizes and sha256s as installed), and ``.pth``
+    files no distribution recorded (``pth PATH``); ``[]`` when all are sound.
 
     .. code:: python
 
@@ -138,4 +202,4 @@ class EnvProblems(FactBase):
         lines = [line.strip() for line in output if line.strip()]
         if "gpufleet-env: checked" not in lines:
             return [" ".join(lines[-3:]) or "the environment check printed nothing"]
-        return [line for line in lines if line.split(" ", 1)[0] in ("missing", "version", "broken")]
+        return [line for line in lines if line.split(" ", 1)[0] in PROBLEMS]

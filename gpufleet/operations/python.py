@@ -10,7 +10,7 @@ from pyinfra.api import HiddenValue, OperationError, QuoteString, StringCommand,
 from pyinfra.facts.files import FileContents
 
 from gpufleet.matrix import locks
-from gpufleet.operations.env_check import EnvProblems
+from gpufleet.operations.env_check import EnvProblems, checked_pins, stray_pth
 from gpufleet.operations.probes import PathExists, PipVersion
 from gpufleet.operations.stdin import FETCH, PRIVATE_TMP, SECRET_ENV, secret_lines
 
@@ -174,20 +174,6 @@ def venv(
         yield StringCommand(QuoteString(python), "-m venv", QuoteString(env_dir))
 
 
-def pinned_names(requirement: str, also: list[str] | None = None) -> list[str]:
-    """``name==version`` of each requirement pinned without a marker (extras dropped), the
-    distributions whose installed files ``EnvProblems`` checks.
-
-    Example: ``pinned_names("tensorflow[and-cuda]==2.21.0") == ["tensorflow==2.21.0"]``
-    """
-    pinned = []
-    for spec in [requirement, *(also or ())]:
-        name, sep, version = spec.partition("==")
-        if sep and ";" not in spec:
-            pinned.append(f"{name.split('[', 1)[0].strip()}=={version.strip()}")
-    return pinned
-
-
 def _stamp_lines(requirement: str, lock_sha256: str) -> list[str]:
     return [f"requirement {requirement}", f"lock-sha256 {lock_sha256}"]
 
@@ -228,8 +214,9 @@ def pip_install_checked(
     any file whose sha256 the lock does not list), check nothing is missing (``pip check``) and
     that TensorFlow imports (as a CUDA build, when asked), then record the lock's digest in
     ``stamp``; a run whose stamp already matches does nothing. Does nothing only when
-    the stamp matches and the environment really holds TensorFlow (every file pip recorded
-    present, at its size: ``EnvProblems``); otherwise reinstalls with ``--force-reinstall``.
+    the stamp matches and the environment really holds the lock (every pin's files as pip
+    recorded them, size and sha256, and no ``.pth`` file no package recorded: ``EnvProblems``);
+    otherwise removes such ``.pth`` files and reinstalls with ``--force-reinstall``.
 
     + python: the environment's python
     + requirement: the locked TensorFlow, e.g. ``"tensorflow[and-cuda]==2.21.0"``
@@ -260,16 +247,24 @@ def pip_install_checked(
     wanted = _stamp_lines(requirement, checked_lock(requirement, lock_text))
     # The stamp says what the last checked install was; the environment itself says whether it
     # is still there (a cut-off install or a deleted package directory leave the stamp as is).
-    problems = host.get_fact(EnvProblems, python=python, requirements=pinned_names(requirement))
+    pins = checked_pins(requirement, locks.parse_lock(lock_text))  # every pin of the lock
+    problems = host.get_fact(EnvProblems, python=python, requirements=pins)
     if problems is None:  # the check's command itself failed: nothing says the env is sound
         problems = ["the environment check did not run"]
-    if host.get_fact(FileContents, path=stamp) == wanted and not problems:
+    stray, installed = (
+        stray_pth(python, problems),
+        host.get_fact(FileContents, path=stamp) == wanted,
+    )
+    if installed and not problems:
         host.noop(f"{requirement} is installed and checked")
         return
     if problems:
         logger.info(f"{host.print_prefix}environment {python}: {'; '.join(problems)}")
+    if installed and len(stray) == len(problems):  # only .pth files no package put there
+        yield StringCommand("rm -f", *map(QuoteString, stray))
+        return
     # The stamp goes first and comes back only after the check passed.
-    yield StringCommand("rm -f", QuoteString(stamp))
+    yield StringCommand("rm -f", QuoteString(stamp), *map(QuoteString, stray))
     # --force-reinstall: pip trusts the metadata of a half-installed package ("Requirement
     # already satisfied"); an install that is redone at all is redone in full.
     yield StringCommand(

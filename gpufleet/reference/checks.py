@@ -8,8 +8,8 @@ from pathlib import Path
 # Every floor table is imported here and nowhere else in gpufleet.reference, so a move of
 # those modules touches one import block.
 from gpufleet.floors.derived import INTERCONNECTS, floors_for
-from gpufleet.floors.nccl_cluster import FABRIC_FRACTION, PUBLISHED_MARGIN, PUBLISHED_RUNS
 from gpufleet.floors.nccl import FLOORS as NCCL_FLOORS
+from gpufleet.floors.nccl_cluster import FABRIC_FRACTION, PUBLISHED_MARGIN, PUBLISHED_RUNS
 from gpufleet.reference.markdown import page, table
 from gpufleet.report.origins import origin_kind as report_origin_kind
 from gpufleet.validate.checks import list_checks

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
+from gpufleet.rollout import private
 from gpufleet.rollout import state as st
 from gpufleet.scheduler.rule import ROLLOUT_PREFIX, SchedulerError, reason_text
 
@@ -108,9 +109,8 @@ class Rollout:
             record.history.append((time.time(), new))
             st.save(self.state, self.state_path)
             if self.textfile is not None:
-                tmp = self.textfile.with_name(f".{self.textfile.name}.tmp")
-                tmp.write_text(st.metrics_text(self.state))
-                tmp.replace(self.textfile)
+                # node_exporter reads it as its own user: 644, through a temp file of ours
+                private.write_atomic(self.textfile, st.metrics_text(self.state), mode=0o644)
         suffix = f": {record.reason}" if new in ("failed", "skipped") else ""
         self.log(f"{record.name:20} {new}{suffix}")
 

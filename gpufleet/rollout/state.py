@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import json
-import os
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
+
+from gpufleet.rollout import private
 
 # The path of one host: each step's state is recorded before the step runs, so a rollout
 # killed mid-step knows where to pick up (steps are idempotent) and which hosts it drained.
@@ -85,22 +86,17 @@ class RolloutState:
 
 
 def save(state: RolloutState, path: Path) -> None:
-    """Write atomically (a mode-600 temporary file beside it, fsync, rename)."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.tmp")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    with os.fdopen(fd, "w") as handle:
-        handle.write(state.to_json())
-        handle.flush()
-        os.fsync(handle.fileno())
-    tmp.replace(path)
+    """Write atomically (a mode-600 temp file of a random name beside it, fsync, rename) in a
+    folder of this user's alone."""
+    private.private_folder(path.parent)
+    private.write_atomic(path, state.to_json())
 
 
 def load(path: Path) -> RolloutState | None:
-    """The saved rollout, or None when there is none."""
-    try:
-        text = path.read_text()
-    except FileNotFoundError:
+    """The saved rollout, or None when there is none; PrivateFileError when the file or its
+    folder is not this user's alone."""
+    text = private.read_private(path)
+    if text is None:
         return None
     try:
         return RolloutState.from_json(text)

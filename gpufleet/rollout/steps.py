@@ -7,8 +7,10 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
+from gpufleet.rollout import private
 from gpufleet.rollout.machine import Steps
 from gpufleet.scheduler.rule import check_node_name
+from gpufleet.text import redact
 
 STEP_TIMEOUT_S = 3600
 
@@ -18,8 +20,8 @@ def _pyinfra() -> list[str]:
 
 
 def _run(argv: Sequence[str], log: Path) -> tuple[bool, str]:
-    with log.open("a") as out:
-        out.write(f"$ {' '.join(argv)}\n")
+    with private.open_log(log) as out:  # mode 600: --data values may carry a login
+        out.write(f"$ {redact(' '.join(argv))}\n")
         out.flush()
         try:
             proc = subprocess.run(
@@ -49,7 +51,7 @@ def real_steps(
     select: str | None = None,
 ) -> Steps:
     """Steps that run the deploy, a reboot and the validation gate for one host each."""
-    log_dir.mkdir(parents=True, exist_ok=True)
+    private.private_folder(log_dir)
     extra = [arg for item in data for arg in ("--data", item)]
 
     def deploy_host(host: str) -> tuple[bool, str]:

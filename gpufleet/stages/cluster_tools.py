@@ -1,4 +1,4 @@
-"""The cluster tier's tools on every host: iperf3 and ping from the distribution's archive."""
+"""The cluster tier's tools on every host: iperf3, ping and nft from the distribution's archive."""
 
 from __future__ import annotations
 
@@ -11,19 +11,26 @@ from gpufleet.stages.node import NodePlan, node_plan
 # Versions read from each release's archive indexes (security/updates pocket): Ubuntu 22.04
 # through the sandbox's apt proxy, Debian 12 with apt-cache policy. iperf3's package asks
 # whether to start a daemon at boot and defaults to no; the tier starts its own server, once.
+# nft adds the run's table that closes the TensorFlow worker port to every address outside the
+# group (gpufleet.cluster.firewall); the package's own nftables.service stays disabled, so the
+# host's firewall is not changed at boot. nftables and libnftables1 are one source at one version.
 CLUSTER_PACKAGES: dict[tuple[str, str], list[str]] = {
     ("ubuntu", "22.04"): [
         "iperf3=3.9-1+deb11u1ubuntu0.1",
         "libiperf0=3.9-1+deb11u1ubuntu0.1",
         "iputils-ping=3:20211215-1ubuntu0.1",
+        "nftables=1.0.2-1ubuntu3.1",
+        "libnftables1=1.0.2-1ubuntu3.1",
     ],
     ("debian", "12"): [
         "iperf3=3.12-1+deb12u2",
         "libiperf0=3.12-1+deb12u2",
         "iputils-ping=3:20221126-1+deb12u1",
+        "nftables=1.0.6-2+deb12u2",
+        "libnftables1=1.0.6-2+deb12u2",
     ],
 }
-UNPINNED = ["iperf3", "iputils-ping"]
+UNPINNED = ["iperf3", "iputils-ping", "nftables"]
 
 
 def cluster_packages(os_id: str, os_version: str) -> tuple[list[str], bool]:
@@ -36,7 +43,7 @@ def cluster_packages(os_id: str, os_version: str) -> tuple[list[str], bool]:
 @deploy("gpufleet cluster_tools")
 def cluster_tools(plan: NodePlan | None = None):
     """
-    Install iperf3 and ping, pinned where gpufleet knows the release's version (not held:
+    Install iperf3, ping and nft, pinned where gpufleet knows the release's version (not held:
     they are the archive's own packages and take its security updates with a new pin).
 
     .. code:: python
@@ -49,9 +56,9 @@ def cluster_tools(plan: NodePlan | None = None):
     # it, so a per-host detail (pinned or not) would be shown for the wrong hosts.
     if not pinned:
         logger.warning(
-            "%s: no pinned iperf3/ping versions for %s %s; the archive's versions are installed",
+            "%s: no pinned iperf3/ping/nft versions for %s %s; installing the archive's",
             host.name,
             plan.state.os_id,
             plan.state.os_version,
         )
-    gpufleet_apt.install(name="iperf3 and ping for the cluster tier", packages=packages)
+    gpufleet_apt.install(name="iperf3, ping and nft for the cluster tier", packages=packages)

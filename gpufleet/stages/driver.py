@@ -10,8 +10,8 @@ from pyinfra.operations import server, systemd
 
 from gpufleet.matrix.apt_names import NVLSM_PACKAGE
 from gpufleet.operations import apt as gpufleet_apt
+from gpufleet.operations import dkms, kernel
 from gpufleet.operations import files as gpufleet_files
-from gpufleet.operations import kernel
 from gpufleet.stages import fleet_cache, op_keys
 from gpufleet.stages.fabric import fabric_packages, wants_fabric_manager
 from gpufleet.stages.host_probe import DRIVER_MARKER, branch_of_package_version
@@ -113,6 +113,7 @@ def driver(plan: NodePlan | None = None):
         allow_change=True,
         hold=resolution.pinning_package is None,  # held by the command that installs them
     )
+    _module_for_running_kernel(plan)
     # Fabric Manager, NSCQ and NVSDM must match the driver to the last digit (NVIDIA's driver
     # container installs each at =${DRIVER_VERSION}*); NVLSM has one version for every branch.
     reference = resolution.driver_packages[0]
@@ -153,6 +154,26 @@ def _service(unit: str, *, start: bool, why: str = "") -> None:
     systemd.service(name=f"{unit} enabled{why}", service=unit, running=None, enabled=True)
     if start:
         systemd.service(name=f"{unit} running{why}", service=unit, running=True)
+
+
+def _module_for_running_kernel(plan: NodePlan) -> None:
+    """The branch installed before this run, yet no module of it for the kernel that runs
+    (a kernel update whose DKMS build failed): build it, or fail saying why. The probe's
+    ``installed_module`` is a stamp input, so a stamp never outlives the module."""
+    state, resolution = plan.state, plan.require_resolution()
+    branch = resolution.driver_branch
+    if plan.spec.gpu_less:
+        return  # no GPU to drive: a module would never load (and a container cannot build one)
+    installed = [state.packages.get(name.split("=", 1)[0]) for name in resolution.driver_packages]
+    if not all(v and branch_of_package_version(v) == branch for v in installed):
+        return  # installed by this run: the package's own DKMS hook builds the module
+    if dkms.module_missing(state.installed_module, branch):
+        dkms.module_built(
+            name=f"NVIDIA {branch} module built for the running kernel {state.kernel} (DKMS)",
+            kernel_release=state.kernel,
+            branch=branch,
+            load=not (state.loaded_driver or state.nouveau_loaded),
+        )
 
 
 def _reboot_predicted(plan: NodePlan) -> bool:

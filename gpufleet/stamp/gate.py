@@ -5,15 +5,20 @@ Example (the deploy file)::
     plan = node_plan()
     if not stamp_holds(plan, deploy_file=__file__):
         ...                  # every stage, as before; recorded, and stamped if it planned nothing
+        stamp_done(plan)     # the plan reached its end: only such a plan is ever stamped
+
+``GPUFLEET_STAMPS=read`` uses stamps but writes none (``gpufleet drift``); ``off`` ignores them.
 """
 
 from __future__ import annotations
 
 import logging
+import os
 from pathlib import Path
 from typing import Any
 from weakref import WeakKeyDictionary, WeakSet
 
+from pyinfra.api import DeployError
 from pyinfra.api.facts import _handle_fact_kwargs
 from pyinfra.api.host import Host
 from pyinfra.api.state import BaseStateCallback, State, StateStage
@@ -34,6 +39,20 @@ _LOG = logging.getLogger("gpufleet.stamp")
 MAX_REPLAY_CHARS = 100_000
 _INPUTS: WeakKeyDictionary[Host, str] = WeakKeyDictionary()
 _WATCHED: WeakSet[State] = WeakSet()
+# Hosts whose deploy file called stamp_done: a plan stopped by an exception never gets there.
+_FINISHED: WeakSet[Host] = WeakSet()
+MODES = ("on", "read", "off")
+
+
+def stamp_mode() -> str:
+    """``$GPUFLEET_STAMPS``: on (the default), read (use stamps, write none) or off."""
+    mode = os.environ.get("GPUFLEET_STAMPS", "on").strip().lower() or "on"
+    if mode not in MODES:
+        raise DeployError(
+            f"GPUFLEET_STAMPS={mode!r} in the environment is not a stamp mode. "
+            f"Fix: set it to one of {', '.join(MODES)}, or unset it."
+        )
+    return mode
 
 
 def stamp_holds(plan: Any, deploy_file: str) -> bool:
@@ -44,7 +63,7 @@ def stamp_holds(plan: Any, deploy_file: str) -> bool:
     """
     host: Host = ctx_host.get()
     state: State = ctx_state.get()
-    if not plan.spec.deploy_stamp:
+    if not plan.spec.deploy_stamp or stamp_mode() == "off":
         return False
     if state not in _WATCHED:
         state.add_callback_handler(_Committer())
@@ -62,11 +81,22 @@ def stamp_holds(plan: Any, deploy_file: str) -> bool:
     why = _why_not(host, state, stamp, replies, inputs)
     if why is not None:
         _LOG.debug("%s: planned in full: %s", host.name, why)
+        if stamp is not None and stamp_mode() == "on":
+            store.forget(host.name)  # whatever this plan ends in, that stamp no longer holds
         record.start(host)
         return False
     host.noop("nothing to plan: every fact and input reads as in the last run that changed nothing")
     announce(plan, unchanged="; unchanged (deploy stamp)")
     return True
+
+
+def stamp_done(plan: Any) -> None:
+    """Mark the current host's plan as complete: call it after the deploy file's last stage.
+
+    A plan that stops early (a ``DeployError``, an ``OperationError`` or any other exception
+    while planning) never reaches this call, so it is never stamped however empty it was.
+    """
+    _FINISHED.add(ctx_host.get())
 
 
 def _why_not(
@@ -114,6 +144,10 @@ def commit(state: State, host: Host) -> Path | None:
     if recording is None or inputs is None:
         return None
     why = recording.unusable
+    if why is None and stamp_mode() != "on":
+        why = "GPUFLEET_STAMPS says read only"
+    if why is None and host not in _FINISHED:
+        why = "the plan did not reach the end of the deploy file"
     if why is None and host in state.failed_hosts:
         why = "the host failed"
     if why is None and not plan_was_empty(state, host):

@@ -72,6 +72,8 @@ class FakeGpuHost:
     dpkg_audit: tuple[str, ...] = ()  # what `dpkg --audit` prints (an interrupted dpkg)
     env_problems: tuple[str, ...] = ()  # what EnvProblems finds in a provisioned env
     provisioned: bool = False
+    # A provisioned host booted into a kernel its DKMS build skipped: no NVIDIA module at all.
+    module_missing: bool = False
     unheld: tuple[str, ...] = ()  # packages a completed run held, released since
     repo_signer: str = ""  # RepositorySigner's answer, e.g. "other FPR" (default: the pinned key)
     # What a provisioned GPU host's XLA warm-up marker holds (default: this run's marker;
@@ -101,6 +103,7 @@ class FakeGpuHost:
             # What a completed run installed, then whatever this host was given on top.
             packages = {**_driver_packages(resolution, bool(self.nvswitches)), **packages}
             marker, loaded = resolution.driver_branch, resolution.driver_version
+            loaded = None if self.module_missing else loaded
             responses.update(self._provisioned_responses(resolution, packages, host_name))
         else:
             responses["dpkg -l"] = [f"ii  {n}  {v}  amd64  -" for n, v in packages.items()]

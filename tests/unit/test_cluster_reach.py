@@ -71,6 +71,7 @@ def test_every_host_answering_goes_on_to_measure(monkeypatch: Any) -> None:
         "measure_group",
         lambda _l, hosts, _d, _s: measured.append([h.name for h in hosts]),
     )
+    monkeypatch.setattr(cluster_run.firewall, "guard", lambda *_a: {})  # test_cluster_firewall
     hosts = [host("gpu-01"), host("gpu-02")]
     doc = cluster_run.run_group(DownLauncher([]), hosts, group="g", run_id="r2", steps=1)  # type: ignore[arg-type]
     assert measured == [["gpu-01", "gpu-02"]] and doc["run_error"] == ""

@@ -4,7 +4,10 @@ changes the check's answer changes the witness, and what the check never reads d
 
 from __future__ import annotations
 
+import base64
+import hashlib
 import os
+import re
 import subprocess
 import sys
 from collections.abc import Callable
@@ -24,6 +27,11 @@ FILES = {
 }
 
 
+def record_hash(data: bytes) -> str:
+    """A RECORD hash as pip writes it: sha256, urlsafe base64 without padding."""
+    return "sha256=" + base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=").decode()
+
+
 def make_env(tmp_path: Path, folder: str = "demo_pkg-1.0.dist-info") -> tuple[Path, Path]:
     """A real venv (no pip) holding ``demo-pkg 1.0`` as pip would lay it out, and another
     distribution the check is not asked about; returns (its python, site-packages)."""
@@ -38,7 +46,7 @@ def make_env(tmp_path: Path, folder: str = "demo_pkg-1.0.dist-info") -> tuple[Pa
         path = (site / name).resolve()
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_bytes(data)
-        rows.append(f"{name},sha256=x,{len(data)}")
+        rows.append(f"{name},{record_hash(data)},{len(data)}")
     rows += ["demo/__pycache__/core.cpython-311.pyc,,", f"{folder}/RECORD,,"]
     (info / "RECORD").write_text("\n".join(rows) + "\n")
     other = site / "other-2.0.dist-info"
@@ -46,7 +54,8 @@ def make_env(tmp_path: Path, folder: str = "demo_pkg-1.0.dist-info") -> tuple[Pa
     (other / "METADATA").write_text("Metadata-Version: 2.1\nName: other\nVersion: 2.0\n")
     (site / "other").mkdir()
     (site / "other/__init__.py").write_text("z = 3\n")
-    (other / "RECORD").write_text("other/__init__.py,sha256=x,6\nother-2.0.dist-info/RECORD,,\n")
+    other_row = "other/__init__.py," + record_hash(b"z = 3\n") + ",6"
+    (other / "RECORD").write_text(f"{other_row}\nother-2.0.dist-info/RECORD,,\n")
     # A change time is the kernel's coarse clock: wait for it to move on, so each change below
     # lands on a later tick than the files it changes (as on a host, where the stamp comes long
     # after the install).
@@ -91,7 +100,8 @@ def _new_version(site: Path) -> None:
 
 def _record_size(site: Path) -> None:
     record = site / "demo_pkg-1.0.dist-info/RECORD"
-    record.write_text(record.read_text().replace("demo/core.py,sha256=x,300", "demo/core.py,x,3"))
+    text = record.read_text()
+    record.write_text(re.sub(r"demo/core\.py,[^,]*,300", "demo/core.py,x,3", text))
 
 
 def _compiled(site: Path) -> None:

@@ -11,7 +11,7 @@ import pytest
 from packaging.requirements import Requirement
 from pyinfra.api import OperationError
 
-from gpufleet.matrix import TF_RELEASES
+from gpufleet.matrix import TF_RELEASES, locks
 from gpufleet.matrix.locks import (
     LOCK_DIR,
     LOCKED_PACKAGES,
@@ -22,6 +22,7 @@ from gpufleet.matrix.locks import (
     parse_lock,
     tool_lock_text,
 )
+from gpufleet.operations.env_check import checked_pins
 from gpufleet.sandbox.state import SandboxError
 from gpufleet.sandbox.wheelhouse import build_wheelhouse, host_lock
 from gpufleet.stages.python_env import HOST_REQUIREMENTS, UV_REQUIREMENT
@@ -31,13 +32,24 @@ from tests.wheels import local_index, sha256_of, tiny_wheel
 LOCK_PATH = "/opt/gpufleet/venvs/tf/etc/gpufleet/requirements.lock.txt"
 STAMP = "path=/opt/gpufleet/venvs/tf/etc/gpufleet/installed.txt"
 HASH = "--hash=sha256:" + "a" * 64
-ENV = "python=/opt/gpufleet/venvs/tf/bin/python, requirements=['tensorflow==2.21.0']"
+
+
+def env_key(lock: str, requirement: str) -> str:
+    """The EnvProblems read pip_install_checked makes: every pin of the lock (finding 5)."""
+    try:
+        pins = checked_pins(requirement, locks.parse_lock(lock))
+    except locks.LockError:  # refused before the environment is read
+        pins = []
+    return f"python=/opt/gpufleet/venvs/tf/bin/python, requirements={pins!r}"
 
 
 def install_commands(lock: str, requirement: str = "tensorflow[and-cuda]==2.21.0") -> list[str]:
     commands, _ = run_operation(
         "python.pip_install_checked",
-        {"files.FileContents": {STAMP: None}, "env_check.EnvProblems": {ENV: []}},
+        {
+            "files.FileContents": {STAMP: None},
+            "env_check.EnvProblems": {env_key(lock, requirement): []},
+        },
         python="/opt/gpufleet/venvs/tf/bin/python",
         requirement=requirement,
         tf_version="2.21.0",

@@ -104,7 +104,7 @@ def _fake_env(tmp_path: Path, files: dict[str, bytes], recorded: dict[str, int])
     for name, data in files.items():
         (site / name).parent.mkdir(parents=True, exist_ok=True)
         (site / name).write_bytes(data)
-    rows = [f"{name},sha256=x,{size}" for name, size in recorded.items()]
+    rows = [f"{name},,{size}" for name, size in recorded.items()]  # sizes only: no hashes
     (info / "RECORD").write_text("\n".join([*rows, "demo_pkg-1.0.dist-info/RECORD,,"]) + "\n")
     return str(env / "bin" / "python")
 
