@@ -80,7 +80,7 @@ def test_fresh_host_plans_every_stage_in_order(fleet_plan):
         "gpufleet python_env | /opt/gpufleet/miniforge3/envs/tf/etc/gpufleet/requirements.lock"
         ".txt: hashed pip lock for tensorflow[and-cuda]==2.21.0",
         "gpufleet validation_payload | validation suite, versioned, with a current link",
-        "gpufleet cluster_tools | iperf3 and ping for the cluster tier",
+        "gpufleet cluster_tools | iperf3, ping and nft for the cluster tier",
         "gpufleet monitoring | /etc/gpufleet/expectations.json: expectations for the periodic "
         "checks",
         "gpufleet monitoring | /etc/systemd/system/gpufleet-periodic.service, "
