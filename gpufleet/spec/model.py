@@ -139,6 +139,7 @@ class NodeSpec:
     nvidia_repo_key_fingerprint: str = _key(
         NVIDIA_REPO_KEY_FINGERPRINT, "fingerprint the downloaded signing key must have"
     )
+    apt_timeout_s: int = _key(120, "s an apt request may go unanswered (1 retry); update: 4x")
     apt_proxy: str | None = _key(
         None, "HTTP proxy for apt, e.g. http://user:pw@proxy:3128 (kept secret)", secret=True
     )
@@ -159,12 +160,8 @@ class NodeSpec:
     secure_boot_plan: str = _key(
         "none", "module signing when Secure Boot is on", ("none", "ubuntu-signed", "mok")
     )
-    mok_key_path: str | None = _key(
-        None, "MOK private key for signing modules (secure_boot_plan mok)"
-    )
-    mok_cert_path: str | None = _key(
-        None, "MOK certificate (DER) enrolled for secure_boot_plan mok"
-    )
+    mok_key_path: str | None = _key(None, "MOK private key signing modules (plan mok)")
+    mok_cert_path: str | None = _key(None, "MOK certificate (DER) enrolled (plan mok)")
     kernel_headers_package: str = _key(
         "auto", "headers metapackage; auto: from the running kernel's flavour"
     )
@@ -209,6 +206,9 @@ class NodeSpec:
     slurm_partition: str | None = _key(
         None, "partition the cluster tier's srun jobs go to; unset: Slurm's default partition"
     )
+    slurm_reservation: str | None = _key(None, "reservation validate's Slurm jobs run in")
+    slurm_constraint: str | None = _key(None, "node features validate's Slurm jobs require")
+    slurm_spool_dir: str = _key("/var/lib/gpufleet/slurm-validate", "validate jobs' results")
     thresholds: dict[str, Any] = field(
         default_factory=dict, hash=False, metadata=_meta("validation threshold overrides by name")
     )
