@@ -7,9 +7,7 @@ import difflib
 import typing
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
-
-from pyinfra.api.hiddenvalue import HiddenValue
+from typing import TYPE_CHECKING, Any
 
 from gpufleet import matrix
 from gpufleet.spec import urls
@@ -28,6 +26,9 @@ from gpufleet.spec.defaults import (
 from gpufleet.spec.fields import key_field as _key  # short: it declares every key below
 from gpufleet.spec.fields import key_meta as _meta
 from gpufleet.spec.fields import key_table
+
+if TYPE_CHECKING:  # the suite imports the spec on hosts, which have no pyinfra
+    from pyinfra.api.hiddenvalue import HiddenValue
 
 
 class SpecError(ValueError):
@@ -257,12 +258,11 @@ class NodeSpec:
     def miniforge_installer_url_hidden(self, machine: str) -> HiddenValue | str:
         """``miniforge_installer_url``, a ``HiddenValue`` when it carries a login or query."""
         url = self.miniforge_installer_url(machine)
-        return HiddenValue(url) if urls.has_secret(url) else url
+        return urls.hidden(url) or url
 
     @property
     def apt_proxy_hidden(self) -> HiddenValue | str | None:
-        """apt_proxy rebuilt from its parts (``urls.proxy_url``), a pyinfra ``HiddenValue``
-        when it carries a login."""
+        """apt_proxy rebuilt from its parts (``urls.proxy_url``), hidden if it has a login."""
         return urls.hidden(urls.proxy_url(self.apt_proxy)) if self.apt_proxy else None
 
     @property
