@@ -131,7 +131,7 @@ def make_runs(tmp_path: Path, names: Sequence[str]) -> list[HostRun]:
         run = HostRun(InventoryHost(name, "ssh", f"10.0.0.{index + 1}"), f"gpufleet-{index:03d}",
                       Path(f"{stem}.exp.json"), Path(f"{stem}.results.json"),
                       Path(f"{stem}.junit.xml"), Path(f"{stem}.log"))  # fmt: skip
-        run.expectations_path.write_text('{"host": "%s"}' % name)
+        run.expectations_path.write_text(json.dumps({"host": name}))
         runs.append(run)
     return runs
 
