@@ -65,8 +65,15 @@ def test_sbatch_answers_are_read_per_node() -> None:
 
 def test_sacct_states_are_read_with_their_who_and_requeues() -> None:
     assert batch.sacct_argv(["1", "2"]) == [
-        "sacct", "-n", "-P", "-X", "-o", "JobID,State,NodeList", "-j", "1,2",
-    ]  # fmt: skip
+        "sacct",
+        "-n",
+        "-P",
+        "-X",
+        "-o",
+        "JobID,State,NodeList",
+        "-j",
+        "1,2",
+    ]
     jobs = batch.parse_sacct(
         "4211|COMPLETED|gpu01\n4212|CANCELLED by 0|gpu02\n4213|PENDING|None assigned\n"
         "4213|RUNNING|gpu03\nnoise\n"
@@ -82,11 +89,24 @@ def test_scontrol_show_job_is_read_where_there_is_no_accounting() -> None:
 
 
 def results_tar(host: str, status: str) -> bytes:
-    check = {"name": "host_state::os_supported", "status": status, "message": "m",
-             "figures": {}, "duration_s": 0.1}  # fmt: skip
-    document = new_document(host=host, run_id=RUN_ID, started_at="t", tier="quick",
-                            target="local://", spec={}, checks=[check], workloads=[],
-                            gpu_health=None)  # fmt: skip
+    check = {
+        "name": "host_state::os_supported",
+        "status": status,
+        "message": "m",
+        "figures": {},
+        "duration_s": 0.1,
+    }
+    document = new_document(
+        host=host,
+        run_id=RUN_ID,
+        started_at="t",
+        tier="quick",
+        target="local://",
+        spec={},
+        checks=[check],
+        workloads=[],
+        gpu_health=None,
+    )
     buffer = io.BytesIO()
     with tarfile.open(fileobj=buffer, mode="w") as tar:
         for name, data in (("results.json", json.dumps(document).encode()), ("exit", b"0\n")):
@@ -128,9 +148,14 @@ def make_runs(tmp_path: Path, names: Sequence[str]) -> list[HostRun]:
     runs = []
     for index, name in enumerate(names):
         stem = tmp_path / f"{index:03d}"
-        run = HostRun(InventoryHost(name, "ssh", f"10.0.0.{index + 1}"), f"gpufleet-{index:03d}",
-                      Path(f"{stem}.exp.json"), Path(f"{stem}.results.json"),
-                      Path(f"{stem}.junit.xml"), Path(f"{stem}.log"))  # fmt: skip
+        run = HostRun(
+            InventoryHost(name, "ssh", f"10.0.0.{index + 1}"),
+            f"gpufleet-{index:03d}",
+            Path(f"{stem}.exp.json"),
+            Path(f"{stem}.results.json"),
+            Path(f"{stem}.junit.xml"),
+            Path(f"{stem}.log"),
+        )
         run.expectations_path.write_text(json.dumps({"host": name}))
         runs.append(run)
     return runs
@@ -155,13 +180,33 @@ def test_three_nodes_one_passes_one_cancelled_one_never_starts(tmp_path: Path) -
     now = [0.0]
     finished: list[str] = []
     runs = make_runs(tmp_path, ["gpu01", "gpu02", "gpu03"])
-    jobs = [NodeJob(r, f"/var/lib/gpufleet/slurm-validate/{RUN_ID}", "/opt/p/current",
-                    "/usr/local/bin/gpufleet-python") for r in runs]  # fmt: skip
+    jobs = [
+        NodeJob(
+            r,
+            f"/var/lib/gpufleet/slurm-validate/{RUN_ID}",
+            "/opt/p/current",
+            "/usr/local/bin/gpufleet-python",
+        )
+        for r in runs
+    ]
     SlurmJobs(
-        slurm, shell, JobOptions(partition="gpu"), start_wait_s=60, log=lambda _l: None,
-        clock=lambda: now[0], sleep=lambda s: now.__setitem__(0, now[0] + 30),
-    ).run(jobs, tier="quick", run_id=RUN_ID, started_at="t", select={r.alias: None for r in runs},
-          checks=(), asked=None, finished=lambda run: finished.append(run.host.name))  # fmt: skip
+        slurm,
+        shell,
+        JobOptions(partition="gpu"),
+        start_wait_s=60,
+        log=lambda _l: None,
+        clock=lambda: now[0],
+        sleep=lambda s: now.__setitem__(0, now[0] + 30),
+    ).run(
+        jobs,
+        tier="quick",
+        run_id=RUN_ID,
+        started_at="t",
+        select={r.alias: None for r in runs},
+        checks=(),
+        asked=None,
+        finished=lambda run: finished.append(run.host.name),
+    )
 
     passed, cancelled, never = (run.document for run in runs)
     assert passed is not None and passed["status"] == "pass"
@@ -201,18 +246,33 @@ def test_a_node_sbatch_refuses_is_an_error_and_its_neighbours_still_run(tmp_path
     runs = make_runs(tmp_path, ["gpu01", "gpu02"])
     jobs = [NodeJob(r, "/s/r", "/p", "/py") for r in runs]
     SlurmJobs(submit, shell, JobOptions(), sleep=lambda s: None, log=lambda _l: None).run(
-        jobs, tier="quick", run_id=RUN_ID, started_at="t", select={r.alias: None for r in runs},
-        checks=(), asked=None, finished=lambda run: None,
-    )  # fmt: skip
+        jobs,
+        tier="quick",
+        run_id=RUN_ID,
+        started_at="t",
+        select={r.alias: None for r in runs},
+        checks=(),
+        asked=None,
+        finished=lambda run: None,
+    )
     refused, ran = (run.document for run in runs)
     assert refused is not None and "Required node not available" in refused["run_error"]
     assert ran is not None and ran["status"] == "pass"
 
 
 def test_a_did_not_run_node_is_neither_drained_nor_resumed() -> None:
-    document = new_document(host="gpu02", run_id=RUN_ID, started_at="t", tier="quick",
-                            target="ssh://gpu02", spec={}, checks=[], workloads=[],
-                            gpu_health=None, run_error="did not run: Slurm job 7 ...")  # fmt: skip
+    document = new_document(
+        host="gpu02",
+        run_id=RUN_ID,
+        started_at="t",
+        tier="quick",
+        target="ssh://gpu02",
+        spec={},
+        checks=[],
+        workloads=[],
+        gpu_health=None,
+        run_error="did not run: Slurm job 7 ...",
+    )
     document["did_not_run"] = {"job_id": "7", "state": "CANCELLED"}
     asked: list[list[str]] = []
 
