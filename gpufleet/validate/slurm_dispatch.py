@@ -12,7 +12,7 @@ from gpufleet.inventory import InventoryError, InventoryHost, load_hosts
 from gpufleet.scheduler.batch import JobOptions
 from gpufleet.scheduler.remote import ssh_runner
 from gpufleet.validate.hostrun import HostRun
-from gpufleet.validate.slurm_jobs import NODE_PYTHON, NodeJob, NodeShell, SlurmJobs
+from gpufleet.validate.slurm_jobs import NodeJob, NodeShell, SlurmJobs
 from gpufleet.validate.suite import HOST_TIMEOUT_S
 
 SSH_TIMEOUT_S = 300
@@ -68,6 +68,7 @@ def job_options(args: argparse.Namespace, host: InventoryHost) -> JobOptions:
 def node_job(run: HostRun, args: argparse.Namespace, run_id: str) -> NodeJob:
     """Where one node's job keeps its files, and what it runs with."""
     from gpufleet.spec import NodeSpec
+    from gpufleet.stages.python_env import WRAPPER  # the env's Python with its CUDA settings
     from gpufleet.stages.validation_payload import payload_paths
     from validation.expectations import spec_data
 
@@ -76,7 +77,7 @@ def node_job(run: HostRun, args: argparse.Namespace, run_id: str) -> NodeJob:
         run=run,
         spool=f"{spec.slurm_spool_dir.rstrip('/')}/{run_id}",
         payload=args.payload_dir or payload_paths(spec.payload_dir)[1],
-        python=args.python or NODE_PYTHON,
+        python=args.python or WRAPPER,
     )
 
 

@@ -29,9 +29,6 @@ from gpufleet.validate.suite import load_document, suite_arguments
 # drained, down) before it is cancelled and its node reported "did not run".
 POLL_S = 5.0
 DEFAULT_START_WAIT_S = 300
-# What the job runs: the environment's Python (gpufleet-python: the env with its CUDA
-# settings) on the payload the deploy installed, with the pytest the payload ships.
-NODE_PYTHON = "/usr/local/bin/gpufleet-python"
 # Nodes submitted per SSH session on the submit host (each sbatch takes tens of ms).
 SUBMIT_CHUNK = 100
 NODE_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
