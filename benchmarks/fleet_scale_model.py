@@ -89,16 +89,11 @@ def fit(points: Sequence[tuple[float, float]]) -> tuple[float, float]:
 
 
 @dataclass(frozen=True)
-class Projection:
-    """A command's cost on ``hosts`` hosts and whether one control process can hold it."""
+class Projection(Sample):
+    """A command's projected cost on ``hosts`` hosts, and the limits it passes (none: one
+    control process can hold it)."""
 
-    hosts: int
-    cpu_s: float
-    rss_mib: float
-    ssh: int
-    fds: int
-    wall_s: float
-    limits: tuple[str, ...]
+    limits: tuple[str, ...] = ()
 
 
 def project(
@@ -130,7 +125,6 @@ def project(
         ssh=math.ceil(ssh_per_host * at_once),
         fds=int(fds[0] + fds[1] * (at_once if pool else hosts)),
         wall_s=wall_s,
-        limits=(),
     )
     limits = []
     if figure.fds > fd_limit:

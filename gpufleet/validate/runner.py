@@ -9,7 +9,6 @@ import shutil
 import sys
 import tempfile
 import uuid
-from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime, timezone
 from pathlib import Path
@@ -33,14 +32,11 @@ from gpufleet.validate.results import (
 from gpufleet.validate.ssh import close_masters, host_problem, ssh_config_text
 from gpufleet.validate.suite import (  # noqa: F401  (pytest_command, SUITE_DIR: tests use them)
     HOST_TIMEOUT_S,
+    MAX_PARALLEL,
     SUITE_DIR,
     pytest_command,
     run_host,
 )
-
-# `--parallel`'s default: every host at once, up to this many SSH sessions (and pytest
-# processes) on the control node; more hosts wait for a free slot.
-MAX_PARALLEL = 64
 
 
 def new_run_id() -> str:
@@ -73,55 +69,6 @@ def expectations_for(
         target=describe_target(host),
         calibration=calibration_for(spec, tier),
     ).to_dict()
-
-
-def slurm_jobs(
-    args: argparse.Namespace,
-    pending: list[HostRun],
-    progress: Progress,
-    run_id: str,
-    started_at: str,
-    workdir: Path,
-    ssh_config: Path | None,
-    selects: dict[str, str | None],
-    checks: tuple[str, ...],
-    log: Callable[[str], None],
-) -> None:
-    """``pending`` as one Slurm job per node (gpufleet.validate.slurm_dispatch); a run the
-    scheduler could not be asked about ends with an error document saying why."""
-    from gpufleet.scheduler.rule import SchedulerError
-    from gpufleet.validate.slurm_dispatch import dispatch
-
-    for run in pending:
-        progress.started(run.host.name)
-
-    def finished(run: HostRun) -> None:
-        progress.finished(run.host.name, *document_status(run.document))
-
-    try:
-        dispatch(
-            args,
-            pending,
-            run_id=run_id,
-            started_at=started_at,
-            workdir=workdir,
-            ssh_config=ssh_config,
-            selects=selects,
-            checks=checks,
-            finished=finished,
-            log=log,
-        )
-    except (InventoryError, SchedulerError, OSError) as exc:
-        for run in pending:
-            if run.document is None:
-                run.document = error_document(
-                    run,
-                    tier=args.tier,
-                    run_id=run_id,
-                    started_at=started_at,
-                    why=f"Slurm jobs could not be dispatched: {exc}",
-                )
-                finished(run)
 
 
 def _write_private(path: Path, text: str) -> None:
@@ -271,17 +218,19 @@ def run_hosts(
     stop_beat = progress.beat_every()
     try:
         if as_jobs:
-            slurm_jobs(
+            from gpufleet.validate.slurm_dispatch import dispatch
+
+            dispatch(
                 args,
                 pending,
                 progress,
-                run_id,
-                started_at,
-                workdir,
-                ssh_config,
-                selects,
-                selection.names,
-                lambda line: print(plain(line), file=out),
+                run_id=run_id,
+                started_at=started_at,
+                workdir=workdir,
+                ssh_config=ssh_config,
+                selects=selects,
+                checks=selection.names,
+                log=lambda line: print(plain(line), file=out),
             )
         else:
             workers = args.parallel or min(max(1, len(pending)), MAX_PARALLEL)

@@ -11,9 +11,11 @@ from pathlib import Path
 from gpufleet.inventory import InventoryError, InventoryHost, load_hosts
 from gpufleet.scheduler.batch import JobOptions
 from gpufleet.scheduler.remote import ssh_runner
-from gpufleet.validate.hostrun import HostRun
+from gpufleet.scheduler.rule import SchedulerError
+from gpufleet.validate.hostrun import HostRun, error_document
+from gpufleet.validate.progress import Progress, document_status
 from gpufleet.validate.slurm_jobs import NodeJob, NodeShell, SlurmJobs
-from gpufleet.validate.suite import HOST_TIMEOUT_S
+from gpufleet.validate.suite import HOST_TIMEOUT_S, MAX_PARALLEL
 
 SSH_TIMEOUT_S = 300
 
@@ -84,6 +86,7 @@ def node_job(run: HostRun, args: argparse.Namespace, run_id: str) -> NodeJob:
 def dispatch(
     args: argparse.Namespace,
     pending: Sequence[HostRun],
+    progress: Progress,
     *,
     run_id: str,
     started_at: str,
@@ -91,32 +94,48 @@ def dispatch(
     ssh_config: Path | None,
     selects: dict[str, str | None],
     checks: tuple[str, ...],
-    finished: Callable[[HostRun], None],
     log: Callable[[str], None],
 ) -> None:
-    """Submit ``pending``'s jobs, follow them, gather their results into each run."""
-    if not pending:
-        return
-    if ssh_config is None:
-        raise InventoryError("Slurm jobs need hosts reached over SSH, not @local")
-    hosts = [run.host for run in pending]
-    where = submit_host(args.inventory, hosts)
-    log(f"slurm: jobs go through {where.name} (sbatch, sacct, scancel)")
-    jobs = SlurmJobs(
-        ssh_runner(where, workdir),
-        ssh_shell(ssh_config),
-        job_options(args, hosts[0]),
-        start_wait_s=getattr(args, "slurm_wait", None) or 300,
-        log=log,
-        parallel=args.parallel or 64,
-    )
-    jobs.run(
-        [node_job(run, args, run_id) for run in pending],
-        tier=args.tier,
-        run_id=run_id,
-        started_at=started_at,
-        select=selects,
-        checks=checks,
-        asked=getattr(args, "select", None),
-        finished=finished,
-    )
+    """Submit ``pending``'s jobs, follow them, gather their results into each run, a
+    progress line per host as it ends; a run Slurm could not be asked about ends with an
+    error document saying why."""
+    for run in pending:
+        progress.started(run.host.name)
+
+    def finished(run: HostRun) -> None:
+        progress.finished(run.host.name, *document_status(run.document))
+
+    try:
+        if not pending:
+            return
+        if ssh_config is None:
+            raise InventoryError("Slurm jobs need hosts reached over SSH, not @local")
+        hosts = [run.host for run in pending]
+        where = submit_host(args.inventory, hosts)
+        log(f"slurm: jobs go through {where.name} (sbatch, sacct, scancel)")
+        jobs = SlurmJobs(
+            ssh_runner(where, workdir),
+            ssh_shell(ssh_config),
+            job_options(args, hosts[0]),
+            start_wait_s=getattr(args, "slurm_wait", None) or 300,
+            log=log,
+            parallel=args.parallel or MAX_PARALLEL,
+        )
+        jobs.run(
+            [node_job(run, args, run_id) for run in pending],
+            tier=args.tier,
+            run_id=run_id,
+            started_at=started_at,
+            select=selects,
+            checks=checks,
+            asked=getattr(args, "select", None),
+            finished=finished,
+        )
+    except (InventoryError, SchedulerError, OSError) as exc:
+        for run in pending:
+            if run.document is None:
+                why = f"Slurm jobs could not be dispatched: {exc}"
+                run.document = error_document(
+                    run, tier=args.tier, run_id=run_id, started_at=started_at, why=why
+                )
+                finished(run)

@@ -232,7 +232,7 @@ class SlurmJobs:
                 checks=checks,
                 asked=asked,
             )
-            if job.run.document is not None:
+            if job.run.document is not None and job.state is not None:
                 job.run.document["slurm_job"] = {"id": job.job_id, "state": job.state.state}
             job.done = True
             finished(job.run)

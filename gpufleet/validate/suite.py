@@ -18,6 +18,9 @@ from gpufleet.validate.ssh import hostspec_for
 SUITE_DIR = Path(__file__).resolve().parent.parent.parent / "validation"
 # Whole-host limits for one pytest run (the workloads have their own, shorter, limits).
 HOST_TIMEOUT_S = {"quick": 30 * 60, "full": 3 * 60 * 60}
+# `--parallel`'s default: every host at once, up to this many SSH sessions (and pytest
+# processes) on the control node; more hosts wait for a free slot.
+MAX_PARALLEL = 64
 
 
 def suite_arguments(

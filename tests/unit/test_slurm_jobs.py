@@ -7,7 +7,7 @@ import io
 import json
 import re
 import tarfile
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import pytest
@@ -144,6 +144,19 @@ class StandInSlurm:
         return 1, f"unexpected {argv}"
 
 
+def run_arguments(runs: Sequence[HostRun], finished: Callable[[str], object]) -> dict:
+    """SlurmJobs.run's keywords for a quick run of ``runs``, ``finished`` told each name."""
+    return {
+        "tier": "quick",
+        "run_id": RUN_ID,
+        "started_at": "t",
+        "select": {r.alias: None for r in runs},
+        "checks": (),
+        "asked": None,
+        "finished": lambda run: finished(run.host.name),
+    }
+
+
 def make_runs(tmp_path: Path, names: Sequence[str]) -> list[HostRun]:
     runs = []
     for index, name in enumerate(names):
@@ -197,16 +210,7 @@ def test_three_nodes_one_passes_one_cancelled_one_never_starts(tmp_path: Path) -
         log=lambda _l: None,
         clock=lambda: now[0],
         sleep=lambda s: now.__setitem__(0, now[0] + 30),
-    ).run(
-        jobs,
-        tier="quick",
-        run_id=RUN_ID,
-        started_at="t",
-        select={r.alias: None for r in runs},
-        checks=(),
-        asked=None,
-        finished=lambda run: finished.append(run.host.name),
-    )
+    ).run(jobs, **run_arguments(runs, finished.append))
 
     passed, cancelled, never = (run.document for run in runs)
     assert passed is not None and passed["status"] == "pass"
@@ -245,16 +249,8 @@ def test_a_node_sbatch_refuses_is_an_error_and_its_neighbours_still_run(tmp_path
 
     runs = make_runs(tmp_path, ["gpu01", "gpu02"])
     jobs = [NodeJob(r, "/s/r", "/p", "/py") for r in runs]
-    SlurmJobs(submit, shell, JobOptions(), sleep=lambda s: None, log=lambda _l: None).run(
-        jobs,
-        tier="quick",
-        run_id=RUN_ID,
-        started_at="t",
-        select={r.alias: None for r in runs},
-        checks=(),
-        asked=None,
-        finished=lambda run: None,
-    )
+    stand_in = SlurmJobs(submit, shell, JobOptions(), sleep=lambda s: None, log=lambda _l: None)
+    stand_in.run(jobs, **run_arguments(runs, lambda _name: None))
     refused, ran = (run.document for run in runs)
     assert refused is not None and "Required node not available" in refused["run_error"]
     assert ran is not None and ran["status"] == "pass"
@@ -283,3 +279,53 @@ def test_a_did_not_run_node_is_neither_drained_nor_resumed() -> None:
     assert "neither drained nor resumed" in said
     assert asked == []  # scontrol never called
     assert document_status(document)[0] == "did-not-run"
+
+
+def test_slurm_jobs_need_ssh_hosts_said_per_host_without_a_traceback(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from gpufleet.commands import validate as validate_cmd
+
+    code = validate_cmd.main(["@local", "--scheduler", "slurm", "--results-dir", str(tmp_path)])
+    captured = capsys.readouterr()
+    (path,) = [p for p in tmp_path.glob("@local/*.json") if not p.name.startswith("base")]
+    document = json.loads(path.read_text())
+    assert code == 2
+    assert "Slurm jobs need hosts reached over SSH" in document["run_error"]
+    assert "Traceback" not in captured.err + captured.out
+
+
+def test_ssh_pool_defaults_to_every_host_up_to_the_limit(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from concurrent.futures import ThreadPoolExecutor
+
+    from gpufleet.commands import validate as validate_cmd
+    from gpufleet.validate import runner
+
+    sizes: list[int] = []
+
+    class Recording(ThreadPoolExecutor):
+        def __init__(self, max_workers: int) -> None:
+            sizes.append(max_workers)
+            super().__init__(max_workers=max_workers)
+
+    def fake_run_host(run: HostRun, **_kwargs: object) -> None:
+        run.document = new_document(
+            host=run.host.name,
+            run_id="r",
+            started_at="t",
+            tier="quick",
+            target="local://",
+            spec={},
+            checks=[],
+            workloads=[],
+            gpu_health=None,
+        )
+
+    monkeypatch.setattr(runner, "ThreadPoolExecutor", Recording)
+    monkeypatch.setattr(runner, "run_host", fake_run_host)
+    assert validate_cmd.build_parser().parse_args(["@local"]).parallel is None
+    validate_cmd.main(["@local", "-q", "--results-dir", str(tmp_path / "a")])
+    validate_cmd.main(["@local", "-q", "--results-dir", str(tmp_path / "b"), "--parallel", "7"])
+    assert sizes == [min(1, runner.MAX_PARALLEL), 7]
