@@ -71,14 +71,40 @@ def build_parser() -> argparse.ArgumentParser:
         "the inventory's payload_dir/current; for @local, this checkout)",
     )
     parser.add_argument(
-        "--parallel", type=_positive, default=4, metavar="N", help="hosts at once (default 4)"
+        "--parallel",
+        type=_positive,
+        default=None,
+        metavar="N",
+        help="hosts at once over SSH (default: every host, up to 64)",
     )
     parser.add_argument(
         "--scheduler",
         choices=("none", "slurm"),
         default=None,
-        help="slurm: no speed workload on hosts running jobs; drain failing hosts, resume "
-        "passing ones gpufleet drained (default: the inventory's scheduler key, else none)",
+        help="slurm: the suite runs as one exclusive Slurm job per node; failing hosts are "
+        "drained, passing ones gpufleet drained resumed (default: the inventory's scheduler "
+        "key, else none)",
+    )
+    slurm = parser.add_argument_group("Slurm jobs", "with --scheduler slurm")
+    slurm.add_argument(
+        "--dispatch",
+        choices=("jobs", "ssh"),
+        default="jobs",
+        help="jobs (default): sbatch on the nodes, results gathered; ssh: pytest over SSH as "
+        "without Slurm, busy hosts run no speed workload (what gpufleet rollout uses)",
+    )
+    slurm.add_argument("--partition", metavar="NAME", help="default: slurm_partition")
+    slurm.add_argument("--reservation", metavar="NAME", help="default: slurm_reservation")
+    slurm.add_argument(
+        "--constraint", metavar="FEATURES", help="node features (default: slurm_constraint)"
+    )
+    slurm.add_argument(
+        "--slurm-wait",
+        type=_positive,
+        default=300,
+        metavar="S",
+        help="seconds a job may wait for its node before it is cancelled: that node did not "
+        "run (default 300)",
     )
     parser.add_argument(
         "--select",
@@ -137,6 +163,20 @@ def _positive(text: str) -> int:
     return value
 
 
+def _slurm_flags_problem(args: argparse.Namespace) -> str:
+    """A partition, reservation or feature flag Slurm could not take as one word, or ""."""
+    from gpufleet.spec.checks import value_errors
+
+    keys = {"partition": "slurm_partition", "reservation": "slurm_reservation"}
+    keys["constraint"] = "slurm_constraint"
+    for flag, key in keys.items():
+        value = getattr(args, flag, None)
+        errors = value_errors(key, value, str(value)) if value is not None else []
+        if errors:
+            return f"--{flag}: {errors[0].replace(f'{key} = ', '', 1)}"
+    return ""
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
@@ -158,6 +198,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     used = [o for o, v in (("--output", args.output), ("--force", args.force)) if v]
     if used:
         parser.error(f"{', '.join(used)} only go with --calibrate")
+    problem = _slurm_flags_problem(args)
+    if problem:
+        parser.error(problem)
     args.tier = args.tier or "quick"
     if args.tier == "cluster":
         from gpufleet.cluster.run import run as run_cluster

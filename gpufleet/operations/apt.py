@@ -10,6 +10,13 @@ from pyinfra import host
 from pyinfra.api import HiddenValue, OperationError, QuoteString, StringCommand, operation
 from pyinfra.facts.deb import DebPackages
 
+from gpufleet.operations.apt_bounded import (
+    UPDATE_FACTOR,
+    acquire_options,
+    host_timeout,
+    retrying_command,
+    update_command,
+)
 from gpufleet.operations.apt_key import FETCH_KEY
 from gpufleet.operations.probes import (
     KeyringFingerprints,
@@ -33,25 +40,6 @@ APT_GET = (
     "DEBIAN_FRONTEND=noninteractive apt-get -y -o Dpkg::Options::=--force-confdef "
     f"-o Dpkg::Options::=--force-confold -o DPkg::Lock::Timeout={APT_LOCK_TIMEOUT_S}"
 )
-
-# Runs the install given as arguments; only when apt did not know a package or version
-# (package lists older than a newly pinned version) refreshes the lists once and tries again.
-# Any other failure (a lock, a 404, an interrupted dpkg, a killed controller) is not retried:
-# a second attempt would only double the error, or run on with nobody watching.
-_INSTALL_RETRYING = r"""dir=$(mktemp -d) || exit 1
-trap 'rm -rf "$dir"' EXIT
-"$@" >"$dir/log" 2>&1
-rc=$?
-cat "$dir/log"
-[ "$rc" -eq 0 ] && exit 0
-if grep -Eq "^E: (Unable to locate package |Version '.*' for '.*' was not found)" "$dir/log"
-then
-  echo "gpufleet: apt does not know a requested package or version: refreshing the package" \
-    "lists once and retrying"
-  apt-get update && "$@" && exit 0
-fi
-exit "$rc"
-"""
 
 # deb822 fields that make apt accept what is not signed, or signed with weak algorithms
 # (sources.list(5)); apt reads field names case-insensitively.
@@ -149,8 +137,10 @@ def repository(
             QuoteString(sources),
             QuoteString(sources_text),
             QuoteString(release_base(sources_text)),
+            str(host_timeout(host.data)),
+            str(host_timeout(host.data) * UPDATE_FACTOR),
         )
-        yield "apt-get update"
+        yield update_command(host_timeout(host.data))
     else:
         host.noop(f"repository {sources} and key {fingerprint} are configured")
 
@@ -211,8 +201,10 @@ def missing_now(packages: list[str]) -> list[str]:
 def _apt_get_install(
     specs: list[str], options: list[str], no_recommends: bool, allow_change: bool, label: str
 ) -> StringCommand:
-    """``apt-get install`` of `specs` under the retrying script (`label` names it in ps)."""
-    options = list(options)
+    """``apt-get install`` of `specs` under the retrying script (`label` names it in ps),
+    each download bounded by the host's ``apt_timeout_s`` and retried once."""
+    timeout_s = host_timeout(host.data)
+    options = [*acquire_options(timeout_s), *options]
     if no_recommends:
         options.append("--no-install-recommends")
     if allow_change:
@@ -221,7 +213,7 @@ def _apt_get_install(
     command = StringCommand(
         "env", APT_GET, "install", *options, "--", *[QuoteString(p) for p in specs]
     )
-    return StringCommand("sh -c", QuoteString(_INSTALL_RETRYING), label, command)
+    return retrying_command(timeout_s, label, command)
 
 
 @operation()
@@ -254,7 +246,7 @@ def install(
         host.noop(f"{', '.join(packages)} installed")
         return
     if update_first:
-        yield "apt-get update"
+        yield update_command(host_timeout(host.data))
     command = _apt_get_install(missing, [], no_recommends, allow_change, "gpufleet-apt-install")
     if hold:
         names = [QuoteString(p.split("=", 1)[0]) for p in packages]
@@ -361,7 +353,8 @@ if [ -z "$v" ]; then
   exit 1
 fi
 DEBIAN_FRONTEND=noninteractive apt-get -y --allow-downgrades --allow-change-held-packages \
-  -o DPkg::Lock::Timeout="$4" install -- "$1=$v"
+  -o DPkg::Lock::Timeout="$4" -o Acquire::http::Timeout="$5" -o Acquire::https::Timeout="$5" \
+  -o Acquire::Retries=1 install -- "$1=$v"
 """
 
 
@@ -396,4 +389,5 @@ def same_version_as(package: str, reference: str):
         QuoteString(wanted),
         QuoteString(reference),
         str(APT_LOCK_TIMEOUT_S),
+        str(host_timeout(host.data)),
     )

@@ -5,6 +5,7 @@ from __future__ import annotations
 from pyinfra.api import FactBase, QuoteString, StringCommand
 from typing_extensions import override
 
+from gpufleet.operations.apt_bounded import FUNCTIONS
 from gpufleet.operations.stdin import PRIVATE_TMP
 
 # signer URI KEYRING DIR: prints one line, "good FPR" (a valid signature by the keyring's key,
@@ -55,16 +56,22 @@ CHECK_SIGNER = "set -e\n" + PRIVATE_TMP + SIGNER + "good_rc=0\n" + EXPLAIN
 # accepted the repository, so a failed first run never looks configured to the next one.
 # APT::Update::Error-Mode=any is what `--error-on=any` sets (apt >= 2.1.16); apt 2.0 (Ubuntu
 # 20.04) ignores the unknown setting, so a W:/E: line in apt's output fails the update too.
+# Bounded as every apt-get update (gpufleet.operations.apt_bounded): $6 seconds a request
+# may go unanswered (one retry), $7 for the whole update.
 # $1 fingerprint, $2 keyring, $3 .sources path, $4 its text, $5 repository URI.
 VERIFIED_UPDATE = (
     "set -e\n"
     + PRIVATE_TMP
     + SIGNER
+    + FUNCTIONS
     + r"""mkdir "$tmp/parts"
 printf '%s' "$4" > "$tmp/parts/gpufleet.sources"
-if apt-get update -o Dir::Etc::SourceList=/dev/null -o Dir::Etc::SourceParts="$tmp/parts" \
-    -o APT::Get::List-Cleanup=false -o APT::Update::Error-Mode=any > "$tmp/log" 2>&1 \
-    && ! grep -q '^[WE]:' "$tmp/log"; then
+rc=0
+timeout --kill-after=10 "$7" apt-get update -o Acquire::http::Timeout="$6" \
+    -o Acquire::https::Timeout="$6" -o Acquire::Retries=1 \
+    -o Dir::Etc::SourceList=/dev/null -o Dir::Etc::SourceParts="$tmp/parts" \
+    -o APT::Get::List-Cleanup=false -o APT::Update::Error-Mode=any > "$tmp/log" 2>&1 || rc=$?
+if [ "$rc" -eq 0 ] && ! grep -q '^[WE]:' "$tmp/log"; then
   cat "$tmp/log"
   # A dot file in sources.list.d is ignored by apt until the rename makes it the source.
   new=$(mktemp "${3%/*}/.gpufleet-sources.XXXXXXXXXX")
@@ -74,6 +81,10 @@ if apt-get update -o Dir::Etc::SourceList=/dev/null -o Dir::Etc::SourceParts="$t
   exit 0
 fi
 cat "$tmp/log" >&2
+if [ "$rc" -eq 124 ] || [ "$rc" -eq 137 ] || gf_stuck "$tmp/log" >/dev/null; then
+  gf_explain "$tmp/log" "$6" "$7"
+  exit 1
+fi
 echo "gpufleet: apt-get update refused $5; $3 was not installed." >&2
 set -- "$1" "$2" "$5"
 good_rc=1

@@ -78,6 +78,8 @@ def real_steps(
             tier,
             "--results-dir",
             str(results_dir),
+            "--dispatch",  # a drained host takes no Slurm job: the rollout validates over SSH
+            "ssh",
             *(["--select", select] if select else []),
         ]
         return _run(argv, log_dir / f"{name}.validate.log")

@@ -49,10 +49,11 @@ _PATH_KEYS = (
     "textfile_dir",
     "mok_key_path",
     "mok_cert_path",
+    "slurm_spool_dir",
 )
 # Directories gpufleet writes into or deletes in (as root): never a system directory itself,
 # nor anything below those that hold the system, the kernel's views or temp files.
-_OWN_DIR_KEYS = ("env_prefix", "payload_dir", "results_dir", "textfile_dir")
+_OWN_DIR_KEYS = ("env_prefix", "payload_dir", "results_dir", "textfile_dir", "slurm_spool_dir")
 _SYSTEM_DIRS = frozenset(
     [
         "/",
@@ -116,11 +117,14 @@ _MAXIMA = {
     "interconnect_gbps": 3200,  # 8x 400G NICs, the most a host declares today
     "nccl_fabric_gbps": 3200,
     "slurm_health_interval": 86400,
+    "apt_timeout_s": 3600,
 }
 # A host name or IPv4/IPv6 address, nothing a shell or TF_CONFIG gives meaning to.
 _ADDRESS = re.compile(r"(?![-.])[A-Za-z0-9._-]{1,253}|[0-9A-Fa-f:.]{2,45}")
 # A DNS name (RFC 1123 labels) or a dotted IPv4 address: it reaches scontrol's command line.
 _SLURM_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")
+# sbatch --constraint: feature names joined by & or |, nothing a shell gives meaning to.
+_SLURM_CONSTRAINT = re.compile(r"[A-Za-z0-9_.-]{1,64}(?:[&|][A-Za-z0-9_.-]{1,64}){0,15}")
 # NCCL's own syntax (NCCL env docs): an optional ^ (exclude) and = (exact match), then a comma
 # list of interface names, or of HCA names with an optional :port. They reach mpirun's command
 # line (quoted), so nothing else is let through.
@@ -159,6 +163,7 @@ _DEFAULT_DIRS = {
     "payload_dir": "/opt/gpufleet/validation",
     "results_dir": "/var/lib/gpufleet/results",
     "textfile_dir": "/var/lib/prometheus/node-exporter",
+    "slurm_spool_dir": "/var/lib/gpufleet/slurm-validate",
 }
 
 
@@ -193,6 +198,16 @@ def _format_errors(key: str, value: Any) -> list[str]:
         return [
             f"slurm_controller = {value!r} is not a host name or IPv4 address. Fix: e.g. "
             "'slurmctl01' or '10.0.0.5' (the SlurmctldHost of slurm.conf)."
+        ]
+    if key == "slurm_reservation" and not _SLURM_NAME.fullmatch(value):
+        return [
+            f"slurm_reservation = {value!r} is not a Slurm reservation name. Fix: letters, "
+            "digits, _ . - (at most 64), e.g. 'gpu-maint' (scontrol show reservation)."
+        ]
+    if key == "slurm_constraint" and not _SLURM_CONSTRAINT.fullmatch(value):
+        return [
+            f"slurm_constraint = {value!r} is not a Slurm feature expression. Fix: feature "
+            "names joined by & (and) or | (or), e.g. 'h100&ib' (sbatch --constraint)."
         ]
     if key == "slurm_partition" and not _SLURM_NAME.fullmatch(value):
         return [
@@ -249,6 +264,11 @@ def value_errors(key: str, value: Any, shown: str) -> list[str]:
         return [
             f"slurm_health_interval = {value!r} is under 10 s: Slurm would run the health check "
             "back to back (0 turns it off). Fix: e.g. 300."
+        ]
+    if key == "apt_timeout_s" and value < 2:
+        return [
+            f"apt_timeout_s = {value!r} leaves apt no time to connect. Fix: seconds, 2 or "
+            "more, e.g. 120 (tests use 5)."
         ]
     if key == "reboot_timeout_s" and value == 0:
         return ["reboot_timeout_s = 0 leaves no time for the host to come back. Fix: e.g. 600."]

@@ -7,9 +7,7 @@ import difflib
 import typing
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
-
-from pyinfra.api.hiddenvalue import HiddenValue
+from typing import TYPE_CHECKING, Any
 
 from gpufleet import matrix
 from gpufleet.spec import urls
@@ -28,6 +26,9 @@ from gpufleet.spec.defaults import (
 from gpufleet.spec.fields import key_field as _key  # short: it declares every key below
 from gpufleet.spec.fields import key_meta as _meta
 from gpufleet.spec.fields import key_table
+
+if TYPE_CHECKING:  # the suite imports the spec on hosts, which have no pyinfra
+    from pyinfra.api.hiddenvalue import HiddenValue
 
 
 class SpecError(ValueError):
@@ -139,6 +140,7 @@ class NodeSpec:
     nvidia_repo_key_fingerprint: str = _key(
         NVIDIA_REPO_KEY_FINGERPRINT, "fingerprint the downloaded signing key must have"
     )
+    apt_timeout_s: int = _key(120, "s an apt request may go unanswered (1 retry); update: 4x")
     apt_proxy: str | None = _key(
         None, "HTTP proxy for apt, e.g. http://user:pw@proxy:3128 (kept secret)", secret=True
     )
@@ -159,12 +161,8 @@ class NodeSpec:
     secure_boot_plan: str = _key(
         "none", "module signing when Secure Boot is on", ("none", "ubuntu-signed", "mok")
     )
-    mok_key_path: str | None = _key(
-        None, "MOK private key for signing modules (secure_boot_plan mok)"
-    )
-    mok_cert_path: str | None = _key(
-        None, "MOK certificate (DER) enrolled for secure_boot_plan mok"
-    )
+    mok_key_path: str | None = _key(None, "MOK private key signing modules (plan mok)")
+    mok_cert_path: str | None = _key(None, "MOK certificate (DER) enrolled (plan mok)")
     kernel_headers_package: str = _key(
         "auto", "headers metapackage; auto: from the running kernel's flavour"
     )
@@ -209,6 +207,9 @@ class NodeSpec:
     slurm_partition: str | None = _key(
         None, "partition the cluster tier's srun jobs go to; unset: Slurm's default partition"
     )
+    slurm_reservation: str | None = _key(None, "reservation validate's Slurm jobs run in")
+    slurm_constraint: str | None = _key(None, "node features validate's Slurm jobs require")
+    slurm_spool_dir: str = _key("/var/lib/gpufleet/slurm-validate", "validate jobs' results")
     thresholds: dict[str, Any] = field(
         default_factory=dict, hash=False, metadata=_meta("validation threshold overrides by name")
     )
@@ -257,12 +258,11 @@ class NodeSpec:
     def miniforge_installer_url_hidden(self, machine: str) -> HiddenValue | str:
         """``miniforge_installer_url``, a ``HiddenValue`` when it carries a login or query."""
         url = self.miniforge_installer_url(machine)
-        return HiddenValue(url) if urls.has_secret(url) else url
+        return urls.hidden(url) or url
 
     @property
     def apt_proxy_hidden(self) -> HiddenValue | str | None:
-        """apt_proxy rebuilt from its parts (``urls.proxy_url``), a pyinfra ``HiddenValue``
-        when it carries a login."""
+        """apt_proxy rebuilt from its parts (``urls.proxy_url``), hidden if it has a login."""
         return urls.hidden(urls.proxy_url(self.apt_proxy)) if self.apt_proxy else None
 
     @property

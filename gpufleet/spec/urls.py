@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import re
+from typing import TYPE_CHECKING
 from urllib.parse import quote, unquote, urlsplit, urlunsplit
 
-from pyinfra.api.hiddenvalue import HiddenValue
+if TYPE_CHECKING:  # the suite imports the spec on hosts, which have no pyinfra
+    from pyinfra.api.hiddenvalue import HiddenValue
 
 URL_KEYS = (
     "nvidia_repo_url",
@@ -118,6 +120,8 @@ def has_secret(url: str | None) -> bool:
 
 def hidden(url: str | None) -> HiddenValue | str | None:
     """The URL as pyinfra should get it: a ``HiddenValue`` whenever it carries a secret."""
+    from pyinfra.api.hiddenvalue import HiddenValue
+
     return HiddenValue(url) if url and has_secret(url) else url
 
 

@@ -4,6 +4,7 @@ Layout on the host, the one the periodic unit, ``gpufleet validate`` and the wor
 
     <payload_dir>/<gpufleet version>/validation/   the validation suite
     <payload_dir>/<gpufleet version>/gpufleet/     gpufleet's package (health, parsers, report)
+    <payload_dir>/<gpufleet version>/runner/       pytest and testinfra, for the suite on-node
     <payload_dir>/current -> <gpufleet version>
 
 and code runs there with ``cd <payload_dir>/current && PYTHONPATH=<payload_dir>/current``.
@@ -23,6 +24,12 @@ from gpufleet.stages.node import NodePlan, node_plan
 
 # The packages shipped, by the name they are imported as on the host.
 PACKAGES = ("validation", "gpufleet")
+# pytest and testinfra (pure Python, the control node's own copies) under runner/, for the
+# suite run on the node itself (`validate --scheduler slurm`); only that job puts runner/ on
+# its PYTHONPATH, so the environment's own packages (TensorFlow's packaging) stay first
+# everywhere else.
+RUNNER_PACKAGES = ("pytest", "_pytest", "pluggy", "iniconfig", "packaging", "pygments", "testinfra")
+RUNNER_MODULES = ("py",)  # pytest's py.py shim, one file
 
 
 def package_source(name: str) -> Path:
@@ -38,7 +45,14 @@ def package_source(name: str) -> Path:
 
 def payload_sources() -> dict[str, Path]:
     """Every shipped package's folder, by its name in the payload."""
-    return {name: package_source(name) for name in PACKAGES}
+    sources = {name: package_source(name) for name in PACKAGES}
+    sources.update({f"runner/{name}": package_source(name) for name in RUNNER_PACKAGES})
+    for name in RUNNER_MODULES:
+        found = importlib.util.find_spec(name)
+        if found is None or not found.origin:
+            raise DeployError(f"the {name!r} module is not importable; reinstall pytest")
+        sources[f"runner/{name}.py"] = Path(found.origin).resolve()
+    return sources
 
 
 def payload_paths(payload_dir: str) -> tuple[str, str]:

@@ -93,5 +93,7 @@ def document_status(document: dict[str, Any] | None) -> tuple[str, str]:
     """A finished host's status and, for an error, the reason's first line."""
     if document is None:
         return "error", "no result"
+    if document.get("did_not_run"):  # a Slurm job that never ran: its own verdict, not a pass
+        return "did-not-run", str(document.get("run_error") or "")
     status = str(document.get("status", "error"))
     return status, str(document.get("run_error") or "") if status == "error" else ""

@@ -6,7 +6,6 @@ import argparse
 import json
 import os
 import shutil
-import subprocess
 import sys
 import tempfile
 import uuid
@@ -16,10 +15,9 @@ from pathlib import Path
 from typing import Any
 
 from gpufleet.inventory import InventoryError, InventoryHost, load_hosts
-from gpufleet.report.schema import ResultsSchemaError, validate_results
 from gpufleet.text import plain
 from gpufleet.validate.calibfile import calibration_for
-from gpufleet.validate.checks import no_match_message, parse_select
+from gpufleet.validate.checks import parse_select
 from gpufleet.validate.hostrun import HostRun, describe_target, error_document
 from gpufleet.validate.progress import Progress, document_status
 from gpufleet.validate.results import (
@@ -31,11 +29,14 @@ from gpufleet.validate.results import (
     writable_file_problem,
     write_results,
 )
-from gpufleet.validate.ssh import close_masters, host_problem, hostspec_for, ssh_config_text
-
-SUITE_DIR = Path(__file__).resolve().parent.parent.parent / "validation"
-# Whole-host limits for one pytest run (the workloads have their own, shorter, limits).
-HOST_TIMEOUT_S = {"quick": 30 * 60, "full": 3 * 60 * 60}
+from gpufleet.validate.ssh import close_masters, host_problem, ssh_config_text
+from gpufleet.validate.suite import (  # noqa: F401  (pytest_command, SUITE_DIR: tests use them)
+    HOST_TIMEOUT_S,
+    MAX_PARALLEL,
+    SUITE_DIR,
+    pytest_command,
+    run_host,
+)
 
 
 def new_run_id() -> str:
@@ -70,116 +71,6 @@ def expectations_for(
     ).to_dict()
 
 
-def pytest_command(
-    run: HostRun,
-    *,
-    tier: str,
-    run_id: str,
-    ssh_config: Path | None,
-    select: str | None = None,
-    checks: tuple[str, ...] = (),
-) -> list[str]:
-    """The pytest command line for one host (run in a subprocess: its own process, its own
-    plugins, and no gevent from pyinfra_cli anywhere near it)."""
-    command = [
-        sys.executable,
-        "-m",
-        "pytest",
-        str(SUITE_DIR),
-        f"--hosts={hostspec_for(run.host, run.alias)}",
-        f"--expectations={run.expectations_path}",
-        f"--results-json={run.results_path}",
-        f"--junit-xml={run.junit_path}",
-        f"--tier={tier}",
-        f"--run-id={run_id}",
-        "-o",
-        f"junit_suite_name={run.host.name}",
-        "-p",
-        "no:cacheprovider",
-        "-q",
-        "-rN",
-    ]
-    if ssh_config is not None and not run.host.is_local:
-        command.append(f"--ssh-config={ssh_config}")
-    if select:
-        command += ["-k", select]
-    if checks:
-        command.append(f"--checks={','.join(checks)}")
-    return command
-
-
-def _log_tail(path: Path, lines: int = 15) -> str:
-    try:
-        return "\n".join(path.read_text(errors="replace").strip().splitlines()[-lines:])
-    except OSError:
-        return ""
-
-
-def run_host(
-    run: HostRun,
-    *,
-    tier: str,
-    run_id: str,
-    ssh_config: Path | None,
-    select: str | None = None,
-    checks: tuple[str, ...] = (),
-    asked: str | None = None,
-) -> None:
-    """Run pytest for one host and load (or, if it could not run, make up) its document.
-
-    ``asked`` is the user's --select, named when nothing matched it; a run with a selection
-    (the user's, or the scheduler's on a busy host) is marked partial: never a baseline.
-    """
-    started_at = datetime.now(timezone.utc).isoformat(timespec="seconds")
-    command = pytest_command(
-        run, tier=tier, run_id=run_id, ssh_config=ssh_config, select=select, checks=checks
-    )
-    env = {**os.environ, "PYTHONDONTWRITEBYTECODE": "1"}
-    with run.log_path.open("w") as log:
-        try:
-            proc = subprocess.run(
-                command,
-                stdout=log,
-                stderr=subprocess.STDOUT,
-                cwd=run.log_path.parent,
-                env=env,
-                timeout=HOST_TIMEOUT_S[tier],
-                check=False,
-            )
-            run.returncode = proc.returncode
-        except subprocess.TimeoutExpired:
-            run.document = error_document(
-                run,
-                tier=tier,
-                run_id=run_id,
-                started_at=started_at,
-                why=f"validation did not finish within {HOST_TIMEOUT_S[tier]} s",
-            )
-            return
-    try:
-        document = json.loads(run.results_path.read_text())
-        validate_results(document)
-    except (OSError, json.JSONDecodeError, ResultsSchemaError) as exc:
-        run.document = error_document(
-            run,
-            tier=tier,
-            run_id=run_id,
-            started_at=started_at,
-            why=f"the suite wrote no usable results (pytest exit {run.returncode}: {exc}); "
-            f"log:\n{_log_tail(run.log_path)}",
-        )
-        return
-    if run.returncode == 5 and not document["run_error"] and not document["checks"]:
-        why = no_match_message(asked or select or ",".join(checks), tier)
-        document = {**document, "run_error": why, "status": "error"}
-    elif run.returncode not in (0, 1) and not document["run_error"]:
-        document = {**document, "run_error": f"pytest exit status {run.returncode}"}
-        document["status"] = "error"
-    if select or checks:
-        document = {**document, "selection": ",".join(checks) or select}
-    run.document = document
-
-
 def _write_private(path: Path, text: str) -> None:
     """Write a file only this user can read (expectations carry the inventory's data)."""
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
@@ -209,6 +100,7 @@ def json_summary(shown: list[dict[str, Any]], run_id: str, junit: Path) -> dict[
             "summary": doc["summary"],
             "selection": doc.get("selection"),
             "baseline": doc["_baseline"].get("state"),
+            "did_not_run": bool(doc.get("did_not_run")),
             "results": doc["_path"],
         }
         for doc in shown
@@ -296,12 +188,15 @@ def run_hosts(
     selection = parse_select(getattr(args, "select", None))
     selects = {run.alias: selection.expression for run in pending}
     slurm = None
+    as_jobs = getattr(args, "scheduler", "none") == "slurm"
+    as_jobs = as_jobs and getattr(args, "dispatch", "jobs") != "ssh"
+    out = sys.stderr if getattr(args, "json", False) else sys.stdout  # --json: stdout is JSON
     if getattr(args, "scheduler", "none") == "slurm":  # gpufleet.scheduler.validate_hook
         from gpufleet.scheduler.validate_hook import SlurmValidate
 
-        out = sys.stderr if getattr(args, "json", False) else sys.stdout  # --json: stdout is JSON
         slurm = SlurmValidate(workdir, log=lambda line: print(plain(line), file=out))
-        selects = slurm.before(pending, selection.expression)
+        if not as_jobs:  # over SSH: hosts running jobs keep them and run no speed workload
+            selects = slurm.before(pending, selection.expression)
     progress = Progress(len(runs), args.tier, quiet=getattr(args, "quiet", False))
     for run in runs:
         if run.document is not None:  # refused before it started
@@ -322,9 +217,26 @@ def run_hosts(
 
     stop_beat = progress.beat_every()
     try:
-        with ThreadPoolExecutor(max_workers=max(1, args.parallel)) as pool:
-            for future in [pool.submit(one_host, run) for run in pending]:
-                future.result()
+        if as_jobs:
+            from gpufleet.validate.slurm_dispatch import dispatch
+
+            dispatch(
+                args,
+                pending,
+                progress,
+                run_id=run_id,
+                started_at=started_at,
+                workdir=workdir,
+                ssh_config=ssh_config,
+                selects=selects,
+                checks=selection.names,
+                log=lambda line: print(plain(line), file=out),
+            )
+        else:
+            workers = args.parallel or min(max(1, len(pending)), MAX_PARALLEL)
+            with ThreadPoolExecutor(max_workers=workers) as pool:
+                for future in [pool.submit(one_host, run) for run in pending]:
+                    future.result()
         if slurm is not None:
             slurm.after(pending)
     finally:

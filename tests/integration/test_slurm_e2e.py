@@ -195,7 +195,8 @@ WantedBy=multi-user.target
 def validate_slurm(cluster: Sandbox, results: Path, *hosts: str) -> subprocess.CompletedProcess:
     limits = [arg for host in hosts for arg in ("--limit", host)]
     # The blacklist alone: the module's hosts run the 570 branch, not the inventory's default.
-    argv = ["validate", "inventories/sandbox.py", "--scheduler", "slurm", "--select", BLACKLIST]
+    argv = ["validate", "inventories/sandbox.py", "--scheduler", "slurm", "--dispatch", "ssh"]
+    argv += ["--select", BLACKLIST]
     argv += ["--results-dir", str(results), *limits]
     return gpufleet(*argv, check=False, timeout=600)
 

@@ -52,7 +52,9 @@ def test_refused_host_is_untouched_while_the_others_are_provisioned(tmp_path):
     commands = [line for line in output.splitlines() if ">>> " in line]
     good = [line for line in commands if line.startswith("[@fake/good]")]
     refused = [line for line in commands if line.startswith("[@fake/secure-boot]")]
-    assert any("apt-get update" in line for line in good)
+    # the bounded apt-get update (a multi-line sh -c script: its label ends it)
+    lines = output.splitlines()
+    assert any(line.rstrip().endswith("gpufleet-apt-update 120 480") for line in lines)
     assert sum("##gpufleet-probe:os" in line for line in good) == 1  # one probe per host and run
     assert len(refused) == 1
     assert "##gpufleet-probe:os" in refused[0]

@@ -43,12 +43,15 @@ def test_the_download_is_apt_gets_own_with_the_installs_options(monkeypatch) -> 
     from gpufleet.operations import apt
 
     monkeypatch.setattr(apt, "planning_fact", lambda _host, _fact: {"dkms": ["3.0"]})
-    monkeypatch.setattr(apt, "host", type("H", (), {"noop": lambda _s, m: notes.append(m)})())
+    fake = {"noop": lambda _s, m: notes.append(m), "data": {"apt_timeout_s": 9}}
+    monkeypatch.setattr(apt, "host", type("H", (), fake)())
     notes: list[str] = []
     (command,) = apt.downloaded._inner(["dkms", "nvidia-open=580.1-1;x"], True, True)
     text = command.get_raw_value()
     assert (
-        "install -o Acquire::http::Pipeline-Depth=0 --download-only "
+        "install -o Acquire::http::Timeout=9 -o Acquire::https::Timeout=9 "
+        "-o Acquire::ftp::Timeout=9 -o Acquire::Retries=1 "
+        "-o Acquire::http::Pipeline-Depth=0 --download-only "
         "--allow-change-held-packages --allow-downgrades --" in text
     )
     assert text.endswith("-- 'nvidia-open=580.1-1;x'")  # missing only, and quoted

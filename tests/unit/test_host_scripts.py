@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from gpufleet.operations import apt, lock
+from gpufleet.operations import apt, apt_bounded, lock
 
 # --- 8. the host-side deploy lock (real sh, real flock) -----------------------------------
 
@@ -118,7 +118,7 @@ def test_install_retries_only_for_an_unknown_package(tmp_path, scenario, retried
     env = {**os.environ, "PATH": f"{bin_dir}:{os.environ['PATH']}", "SCENARIO": scenario}
     env["CALLS"] = str(calls)
     result = subprocess.run(
-        ["sh", "-c", apt._INSTALL_RETRYING, "x", "apt-get", "-y", "install", "dkms"],
+        ["sh", "-c", apt_bounded.INSTALL_RETRYING, "x", "5", "20", "apt-get", "install", "dkms"],
         capture_output=True,
         text=True,
         env=env,
@@ -126,7 +126,7 @@ def test_install_retries_only_for_an_unknown_package(tmp_path, scenario, retried
     )
     logged = calls.read_text().splitlines()
     assert result.returncode == rc, result.stdout + result.stderr
-    assert ("update" in logged) == retried, logged
+    assert any(line.startswith("update ") for line in logged) == retried, logged
     assert len(logged) == (3 if retried else 1), logged
 
 
@@ -136,5 +136,5 @@ def test_apt_waits_for_the_dpkg_lock():
 
 
 def test_scripts_are_valid_sh():
-    for script in (lock._TAKE, lock._RELEASE, apt._INSTALL_RETRYING):
+    for script in (lock._TAKE, lock._RELEASE, apt_bounded.INSTALL_RETRYING, apt_bounded.UPDATE):
         subprocess.run(["sh", "-n", "-c", textwrap.dedent(script)], check=True)

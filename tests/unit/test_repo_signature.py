@@ -130,7 +130,7 @@ class Host:
         )
         result = subprocess.CompletedProcess("", 0, "", "")
         for command in commands:
-            if str(command) == stop_before:
+            if stop_before and stop_before in str(command):
                 break
             result = self.run(command)
             if result.returncode:
@@ -211,7 +211,7 @@ def test_item4_the_staged_update_keeps_the_other_repositories_lists(node, keys):
     node.publish("A")
     # The staged update alone: the plain `apt-get update` after it refreshes (and cleans) the
     # lists of every configured source, as before; here the other repository is not configured.
-    assert node.deploy_repository(stop_before="apt-get update").returncode == 0
+    assert node.deploy_repository(stop_before="gpufleet-apt-update").returncode == 0
     assert node.sources.exists()
     assert other.read_text() == "kept\n"
 
@@ -269,7 +269,7 @@ def test_item5_apt_2_0_which_ignores_error_mode_still_fails_on_its_warning(node,
     re-signed repository whose old lists are kept is only a ``W:`` and exit 0 there. Stand-in
     for that apt: the real apt-get, the setting renamed to one no apt knows."""
     node.publish("A")
-    assert node.deploy_repository(stop_before="apt-get update").returncode == 0
+    assert node.deploy_repository(stop_before="gpufleet-apt-update").returncode == 0
     node.publish("B", version="2.0")
     shim = tmp_path / "bin"
     shim.mkdir()
@@ -284,7 +284,7 @@ def test_item5_apt_2_0_which_ignores_error_mode_still_fails_on_its_warning(node,
     node.sources_text += "# changed, so the repository operation updates again\n"
     env = node.env
     node.env = lambda: {**env(), "PATH": f"{shim}:{os.environ['PATH']}"}  # type: ignore[method-assign]
-    result = node.deploy_repository(stop_before="apt-get update")
+    result = node.deploy_repository(stop_before="gpufleet-apt-update")
     assert result.returncode == 1
     assert "W: " in result.stderr and "E: " not in result.stderr  # apt itself did not fail
     assert_names_both_keys(result.stderr, keys)

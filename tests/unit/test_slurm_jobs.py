@@ -1,0 +1,331 @@
+"""`validate --scheduler slurm` (issue 34 item 1): sbatch lines, sacct's answer, and a run of
+three nodes (one passes, one's job is cancelled, one never starts) against stand-in Slurm."""
+
+from __future__ import annotations
+
+import io
+import json
+import re
+import tarfile
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+import pytest
+
+from gpufleet.inventory import InventoryHost
+from gpufleet.report.schema import new_document
+from gpufleet.scheduler import batch
+from gpufleet.scheduler.batch import JobOptions, JobState
+from gpufleet.scheduler.rule import SchedulerError
+from gpufleet.scheduler.validate_hook import apply
+from gpufleet.validate.hostrun import HostRun
+from gpufleet.validate.progress import document_status
+from gpufleet.validate.slurm_jobs import NodeJob, SlurmJobs, parse_show_job, stage_command
+
+RUN_ID = "20261201T120000Z-abc123"
+
+
+def test_sbatch_line_is_one_exclusive_task_on_its_node_named_gpufleet() -> None:
+    options = JobOptions(partition="gpu", reservation="maint", constraint="h100&ib")
+    argv = batch.sbatch_argv("gpu07", RUN_ID, ["sh", "-c", "true"], "/spool/r1", options)
+    assert argv[:2] == ["sbatch", "--parsable"]
+    for flag in (
+        f"--job-name=gpufleet-validate-{RUN_ID}",
+        "--nodelist=gpu07",
+        "--nodes=1",
+        "--ntasks=1",
+        "--exclusive",
+        "--partition=gpu",
+        "--reservation=maint",
+        "--constraint=h100&ib",
+        "--chdir=/spool/r1",
+        "--output=/spool/r1/job.out",
+    ):
+        assert flag in argv, flag
+    assert f"--comment=gpufleet validate {RUN_ID} gpu07" in argv
+    assert argv[-1] == "--wrap=sh -c true"
+    bare = batch.sbatch_argv("gpu07", RUN_ID, ["true"], "/s", JobOptions())
+    assert not any(a.startswith(("--partition", "--reservation", "--constraint")) for a in bare)
+
+
+def test_a_node_name_that_could_be_an_option_is_refused() -> None:
+    with pytest.raises(SchedulerError, match="not a Slurm node name"):
+        batch.sbatch_argv("-w", RUN_ID, ["true"], "/s", JobOptions())
+
+
+def test_sbatch_answers_are_read_per_node() -> None:
+    jobs, errors = batch.parse_submitted(
+        "gpu01\t4211\ngpu02\t4212;gfsb\ngpu03\t!sbatch: error: Invalid node name specified\n"
+        "gpu04\tnot a job\n"
+    )
+    assert jobs == {"gpu01": "4211", "gpu02": "4212"}
+    assert errors["gpu03"] == "sbatch: error: Invalid node name specified"
+    assert "gpu04" in errors
+
+
+def test_sacct_states_are_read_with_their_who_and_requeues() -> None:
+    assert batch.sacct_argv(["1", "2"]) == [
+        "sacct",
+        "-n",
+        "-P",
+        "-X",
+        "-o",
+        "JobID,State,NodeList",
+        "-j",
+        "1,2",
+    ]
+    jobs = batch.parse_sacct(
+        "4211|COMPLETED|gpu01\n4212|CANCELLED by 0|gpu02\n4213|PENDING|None assigned\n"
+        "4213|RUNNING|gpu03\nnoise\n"
+    )
+    assert jobs["4212"].state == "CANCELLED" and not jobs["4212"].ran and jobs["4212"].finished
+    assert jobs["4213"].state == "RUNNING" and not jobs["4213"].finished
+    assert jobs["4211"].ran
+
+
+def test_scontrol_show_job_is_read_where_there_is_no_accounting() -> None:
+    jobs = parse_show_job("JobId=7 JobName=x JobState=TIMEOUT Reason=None NodeList=gpu01\n")
+    assert jobs == {"7": JobState("7", "TIMEOUT", "gpu01")}
+
+
+def results_tar(host: str, status: str) -> bytes:
+    check = {
+        "name": "host_state::os_supported",
+        "status": status,
+        "message": "m",
+        "figures": {},
+        "duration_s": 0.1,
+    }
+    document = new_document(
+        host=host,
+        run_id=RUN_ID,
+        started_at="t",
+        tier="quick",
+        target="local://",
+        spec={},
+        checks=[check],
+        workloads=[],
+        gpu_health=None,
+    )
+    buffer = io.BytesIO()
+    with tarfile.open(fileobj=buffer, mode="w") as tar:
+        for name, data in (("results.json", json.dumps(document).encode()), ("exit", b"0\n")):
+            info = tarfile.TarInfo(name)
+            info.size = len(data)
+            tar.addfile(info, io.BytesIO(data))
+    return buffer.getvalue()
+
+
+class StandInSlurm:
+    """sbatch, sacct and scancel on the submit host, as the Runner the jobs use."""
+
+    def __init__(self, states: dict[str, list[str]]) -> None:
+        self.states = states  # per node, sacct's answer at each poll (the last one repeats)
+        self.jobs: dict[str, str] = {}
+        self.calls: list[list[str]] = []
+        self.polls = 0
+
+    def __call__(self, argv: Sequence[str]) -> tuple[int, str]:
+        self.calls.append(list(argv))
+        if argv[:2] == ["sh", "-c"]:
+            nodes = re.findall(r"--nodelist=(\S+)", argv[2])
+            self.jobs.update({n: str(4200 + i) for i, n in enumerate(nodes)})
+            return 0, "".join(f"{n}\t{self.jobs[n]}\n" for n in nodes)
+        if argv[0] == "sacct":
+            self.polls += 1
+            lines = []
+            for node, seen in self.states.items():
+                state = seen[min(self.polls - 1, len(seen) - 1)]
+                if self.jobs[node] in argv[-1].split(","):
+                    lines.append(f"{self.jobs[node]}|{state}|{node}")
+            return 0, "\n".join(lines) + "\n"
+        if argv[0] == "scancel":
+            return 0, ""
+        return 1, f"unexpected {argv}"
+
+
+def run_arguments(runs: Sequence[HostRun], finished: Callable[[str], object]) -> dict:
+    """SlurmJobs.run's keywords for a quick run of ``runs``, ``finished`` told each name."""
+    return {
+        "tier": "quick",
+        "run_id": RUN_ID,
+        "started_at": "t",
+        "select": {r.alias: None for r in runs},
+        "checks": (),
+        "asked": None,
+        "finished": lambda run: finished(run.host.name),
+    }
+
+
+def make_runs(tmp_path: Path, names: Sequence[str]) -> list[HostRun]:
+    runs = []
+    for index, name in enumerate(names):
+        stem = tmp_path / f"{index:03d}"
+        run = HostRun(
+            InventoryHost(name, "ssh", f"10.0.0.{index + 1}"),
+            f"gpufleet-{index:03d}",
+            Path(f"{stem}.exp.json"),
+            Path(f"{stem}.results.json"),
+            Path(f"{stem}.junit.xml"),
+            Path(f"{stem}.log"),
+        )
+        run.expectations_path.write_text(json.dumps({"host": name}))
+        runs.append(run)
+    return runs
+
+
+def test_three_nodes_one_passes_one_cancelled_one_never_starts(tmp_path: Path) -> None:
+    slurm = StandInSlurm(
+        {
+            "gpu01": ["RUNNING", "COMPLETED"],
+            "gpu02": ["RUNNING", "CANCELLED by 0"],
+            "gpu03": ["PENDING"],
+        }
+    )
+    shell_calls: list[tuple[str, str, bytes]] = []
+
+    def shell(run: HostRun, command: str, stdin: bytes) -> tuple[int, bytes]:
+        shell_calls.append((run.host.name, command, stdin))
+        if command.startswith("cd -- "):  # the gather
+            return 0, results_tar(run.host.name, "pass")
+        return 0, b""
+
+    now = [0.0]
+    finished: list[str] = []
+    runs = make_runs(tmp_path, ["gpu01", "gpu02", "gpu03"])
+    jobs = [
+        NodeJob(
+            r,
+            f"/var/lib/gpufleet/slurm-validate/{RUN_ID}",
+            "/opt/p/current",
+            "/usr/local/bin/gpufleet-python",
+        )
+        for r in runs
+    ]
+    SlurmJobs(
+        slurm,
+        shell,
+        JobOptions(partition="gpu"),
+        start_wait_s=60,
+        log=lambda _l: None,
+        clock=lambda: now[0],
+        sleep=lambda s: now.__setitem__(0, now[0] + 30),
+    ).run(jobs, **run_arguments(runs, finished.append))
+
+    passed, cancelled, never = (run.document for run in runs)
+    assert passed is not None and passed["status"] == "pass"
+    assert passed["slurm_job"] == {"id": slurm.jobs["gpu01"], "state": "COMPLETED"}
+    assert cancelled is not None and cancelled["status"] == "error"
+    assert cancelled["did_not_run"] == {"job_id": slurm.jobs["gpu02"], "state": "CANCELLED"}
+    assert cancelled["run_error"].startswith("did not run: Slurm job")
+    assert never is not None and never["did_not_run"]["state"] == "CANCELLED"
+    assert "waited" in never["run_error"]
+    # only the job that never started was cancelled; every node finished exactly once
+    assert [c for c in slurm.calls if c[0] == "scancel"] == [["scancel", slurm.jobs["gpu03"]]]
+    assert sorted(finished) == ["gpu01", "gpu02", "gpu03"]
+    # one sbatch session for the three; each node's expectations staged, root-only
+    assert sum(c[:2] == ["sh", "-c"] for c in slurm.calls) == 1
+    staged = [c for c in shell_calls if c[1] == stage_command(jobs[0].spool)]
+    assert [(name, data) for name, _c, data in staged] == [
+        (r.host.name, r.expectations_path.read_bytes()) for r in runs
+    ]
+    assert "umask 077" in staged[0][1]
+    script = next(c for c in slurm.calls if c[:2] == ["sh", "-c"])[2]
+    assert "--partition=gpu" in script and "testinfra.plugin" in script
+    assert "--hosts=local://" in script and "/opt/p/current/validation" in script
+    # the gather: results pulled only from the node whose suite ran
+    gathered = [name for name, command, _d in shell_calls if command.startswith("cd -- ")]
+    assert gathered == ["gpu01"]
+
+
+def test_a_node_sbatch_refuses_is_an_error_and_its_neighbours_still_run(tmp_path: Path) -> None:
+    def submit(argv: Sequence[str]) -> tuple[int, str]:
+        if argv[:2] == ["sh", "-c"]:
+            return 0, "gpu01\t!sbatch: error: Required node not available (down)\ngpu02\t88\n"
+        return 0, "88|COMPLETED|gpu02\n"
+
+    def shell(run: HostRun, command: str, stdin: bytes) -> tuple[int, bytes]:
+        return 0, results_tar(run.host.name, "pass") if command.startswith("cd -- ") else b""
+
+    runs = make_runs(tmp_path, ["gpu01", "gpu02"])
+    jobs = [NodeJob(r, "/s/r", "/p", "/py") for r in runs]
+    stand_in = SlurmJobs(submit, shell, JobOptions(), sleep=lambda s: None, log=lambda _l: None)
+    stand_in.run(jobs, **run_arguments(runs, lambda _name: None))
+    refused, ran = (run.document for run in runs)
+    assert refused is not None and "Required node not available" in refused["run_error"]
+    assert ran is not None and ran["status"] == "pass"
+
+
+def test_a_did_not_run_node_is_neither_drained_nor_resumed() -> None:
+    document = new_document(
+        host="gpu02",
+        run_id=RUN_ID,
+        started_at="t",
+        tier="quick",
+        target="ssh://gpu02",
+        spec={},
+        checks=[],
+        workloads=[],
+        gpu_health=None,
+        run_error="did not run: Slurm job 7 ...",
+    )
+    document["did_not_run"] = {"job_id": "7", "state": "CANCELLED"}
+    asked: list[list[str]] = []
+
+    def runner_for(_host: InventoryHost):
+        return lambda argv: (asked.append(list(argv)), (0, ""))[1]
+
+    said = apply(InventoryHost("gpu02", "ssh", "10.0.0.2"), document, runner_for)
+    assert "neither drained nor resumed" in said
+    assert asked == []  # scontrol never called
+    assert document_status(document)[0] == "did-not-run"
+
+
+def test_slurm_jobs_need_ssh_hosts_said_per_host_without_a_traceback(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from gpufleet.commands import validate as validate_cmd
+
+    code = validate_cmd.main(["@local", "--scheduler", "slurm", "--results-dir", str(tmp_path)])
+    captured = capsys.readouterr()
+    (path,) = [p for p in tmp_path.glob("@local/*.json") if not p.name.startswith("base")]
+    document = json.loads(path.read_text())
+    assert code == 2
+    assert "Slurm jobs need hosts reached over SSH" in document["run_error"]
+    assert "Traceback" not in captured.err + captured.out
+
+
+def test_ssh_pool_defaults_to_every_host_up_to_the_limit(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from concurrent.futures import ThreadPoolExecutor
+
+    from gpufleet.commands import validate as validate_cmd
+    from gpufleet.validate import runner
+
+    sizes: list[int] = []
+
+    class Recording(ThreadPoolExecutor):
+        def __init__(self, max_workers: int) -> None:
+            sizes.append(max_workers)
+            super().__init__(max_workers=max_workers)
+
+    def fake_run_host(run: HostRun, **_kwargs: object) -> None:
+        run.document = new_document(
+            host=run.host.name,
+            run_id="r",
+            started_at="t",
+            tier="quick",
+            target="local://",
+            spec={},
+            checks=[],
+            workloads=[],
+            gpu_health=None,
+        )
+
+    monkeypatch.setattr(runner, "ThreadPoolExecutor", Recording)
+    monkeypatch.setattr(runner, "run_host", fake_run_host)
+    assert validate_cmd.build_parser().parse_args(["@local"]).parallel is None
+    validate_cmd.main(["@local", "-q", "--results-dir", str(tmp_path / "a")])
+    validate_cmd.main(["@local", "-q", "--results-dir", str(tmp_path / "b"), "--parallel", "7"])
+    assert sizes == [min(1, runner.MAX_PARALLEL), 7]
