@@ -66,9 +66,10 @@ def test_one_host_is_refused_before_anything_runs(capsys: pytest.CaptureFixture[
     assert "needs 2 or more hosts" in capsys.readouterr().err
 
 
-def test_iperf3_and_ping_are_pinned_where_the_release_is_known() -> None:
+def test_iperf3_ping_and_nft_are_pinned_where_the_release_is_known() -> None:
     packages, pinned = cluster_packages("ubuntu", "22.04")
     assert pinned and "iperf3=3.9-1+deb11u1ubuntu0.1" in packages
+    assert "nftables=1.0.2-1ubuntu3.1" in packages and "libnftables1=1.0.2-1ubuntu3.1" in packages
     packages, pinned = cluster_packages("debian", "12.7")
-    assert pinned and "iperf3=3.12-1+deb12u2" in packages
-    assert cluster_packages("ubuntu", "24.04") == (["iperf3", "iputils-ping"], False)
+    assert pinned and "iperf3=3.12-1+deb12u2" in packages and "nftables=1.0.6-2+deb12u2" in packages
+    assert cluster_packages("ubuntu", "24.04") == (["iperf3", "iputils-ping", "nftables"], False)
