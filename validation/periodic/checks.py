@@ -17,7 +17,8 @@ from gpufleet import health
 from gpufleet.compat import zip_strict
 from validation.verdicts.tiers import PROCESSES, TIMEOUT_S
 
-PAYLOAD_ROOT = Path(__file__).resolve().parent.parent
+# The folder that holds the validation package (validation/periodic/checks.py: three up).
+PAYLOAD_ROOT = Path(__file__).resolve().parents[2]
 NVIDIA_SMI_TIMEOUT_S = 60
 # The suite checks these under load (a matmul on every GPU); a periodic run samples idle.
 UNDER_LOAD_CHECKS = ("clocks_not_throttled_under_load", "pcie_link_at_max_under_load")
