@@ -31,7 +31,11 @@ MAX_REBOOTS_PER_MINUTE = 10
 
 
 def nspawn_command(name: str, root: Path) -> list[str]:
-    """systemd-nspawn booting `root` with systemd as PID 1 inside network namespace `name`."""
+    """systemd-nspawn booting `root` with systemd as PID 1 inside network namespace `name`.
+
+    The host's root keeps CAP_NET_ADMIN, as a server's root has: it acts on the host's own
+    network namespace only, and the cluster tier needs it to add its nftables table. (nspawn
+    grants it with --private-network, but not with --network-namespace-path.)"""
     return [
         "systemd-nspawn",
         f"--directory={root}",
@@ -39,6 +43,7 @@ def nspawn_command(name: str, root: Path) -> list[str]:
         "--register=no",
         "--keep-unit",
         f"--network-namespace-path={NETNS_DIR / name}",
+        "--capability=CAP_NET_ADMIN",
         "--link-journal=no",
         "--console=read-only",
         "--boot",

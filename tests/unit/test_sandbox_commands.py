@@ -76,6 +76,7 @@ def test_nspawn_boots_systemd_in_the_hosts_namespace() -> None:
         "--register=no",
         "--keep-unit",
         "--network-namespace-path=/run/netns/gfsb-h1",
+        "--capability=CAP_NET_ADMIN",
         "--boot",
     ):
         assert option in command
