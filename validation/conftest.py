@@ -50,6 +50,11 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         help="comma-separated check names or globs as results name them "
         "(host_state::os_supported); the others are deselected",
     )
+    group.addoption(
+        "--progress-file",
+        help="rewrite this file with each check's name as it starts (gpufleet validate's "
+        "heartbeat names the check a long run is on)",
+    )
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -82,6 +87,13 @@ def check_name(item: pytest.Item) -> str:
     if params and module == f"{name}s":  # workloads::workload[xla] -> workloads::xla
         return f"{module}::{','.join(params)}"
     return f"{module}::{name}" + (f"[{','.join(params)}]" if params else "")
+
+
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    path = item.config.getoption("progress_file", None)
+    if path:
+        # the heartbeat reads the name and the file's age: the check and how long it has run
+        Path(path).write_text(check_name(item) + "\n")
 
 
 def _message(report: pytest.TestReport, call: pytest.CallInfo[None]) -> str:

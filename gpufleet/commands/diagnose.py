@@ -6,6 +6,7 @@ import argparse
 import sys
 from collections.abc import Sequence
 
+from gpufleet.commands.common import add_output_flags
 from gpufleet.diagnose import run
 
 _STYLES = {"error": "bold red", "warning": "yellow", "info": "cyan"}
@@ -23,7 +24,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "file", nargs="?", default="-", help="log file to read; '-' or nothing reads stdin"
     )
-    parser.add_argument("--json", action="store_true", help="print the findings as JSON")
+    add_output_flags(parser, "print the findings as JSON")
     parser.add_argument(
         "--codes", action="store_true", help="list every known code as a Markdown table and exit"
     )

@@ -17,6 +17,7 @@ import argparse
 from collections.abc import Sequence
 from pathlib import Path
 
+from gpufleet.commands.common import add_output_flags
 from gpufleet.drift.check import run
 from gpufleet.drift.plan import DEFAULT_DEPLOY
 
@@ -48,7 +49,7 @@ def build_parser() -> argparse.ArgumentParser:
     validation.add_argument(
         "--no-validation", dest="validation", action="store_false", help="plan only"
     )
-    parser.add_argument("--json", action="store_true", help="print a machine-readable report")
+    add_output_flags(parser, "print a machine-readable report")
     parser.add_argument(
         "--results-dir",
         type=Path,

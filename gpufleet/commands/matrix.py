@@ -6,6 +6,7 @@ import argparse
 import sys
 from collections.abc import Sequence
 
+from gpufleet.commands.common import add_output_flags
 from gpufleet.matrix import TF_RELEASES
 from gpufleet.matrix.show import run
 
@@ -59,7 +60,7 @@ def build_parser() -> argparse.ArgumentParser:
         action="store_true",
         help="accept an aarch64 host with GPUs although PyPI's TensorFlow has no CUDA there",
     )
-    parser.add_argument("--json", action="store_true", help="print the resolution as JSON")
+    add_output_flags(parser, "print the resolution as JSON")
     parser.add_argument(
         "--constraints", action="store_true", help="print the pip constraints file for --tf-version"
     )

@@ -18,6 +18,7 @@ import argparse
 from collections.abc import Sequence
 from pathlib import Path
 
+from gpufleet.commands.common import add_output_flags
 from gpufleet.report.make import run
 from gpufleet.validate.baseline import DEFAULT_MARGIN
 
@@ -36,7 +37,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="the results directory gpufleet validate wrote (default: ./results)",
     )
     parser.add_argument("--html", type=Path, metavar="PATH", help="write the HTML report here")
-    parser.add_argument("--json", action="store_true", help="print the fleet summary as JSON")
+    add_output_flags(parser, "print the fleet summary as JSON")
     parser.add_argument(
         "--regression-margin",
         type=float,

@@ -11,6 +11,7 @@ from pathlib import Path
 
 from rich.console import Console
 
+from gpufleet.commands.common import add_output_flags
 from gpufleet.inventory import InventoryError, InventoryHost, load_hosts
 from gpufleet.rollout import machine, private, progress
 from gpufleet.rollout import preflight as pf
@@ -114,10 +115,8 @@ def build_parser() -> argparse.ArgumentParser:
         help="Prometheus textfile for gpufleet_rollout_hosts{state=...}",
     )
     parser.add_argument("--results-dir", type=Path, default=Path("results"))
-    parser.add_argument(
-        "--json",
-        action="store_true",
-        help="print the plan (--dry) or the final state as JSON; progress goes to stderr",
+    add_output_flags(
+        parser, "print the plan (--dry) or the final state as JSON; progress goes to stderr"
     )
     return parser
 
@@ -230,10 +229,11 @@ def _run(args: argparse.Namespace) -> int:
             log_dir=args.state_file.parent / "logs",
             data=args.data,
             select=args.select,
+            verbose=args.verbose,
         )
         console = Console(stderr=args.json)
         console.print(f"drain: {method}", soft_wrap=True, markup=False)
-        with progress.display(saved, console) as log:
+        with progress.display(saved, console, quiet=args.quiet) as log:
             result = machine.Rollout(
                 saved,
                 scheduler,

@@ -6,6 +6,7 @@ import argparse
 import sys
 from collections.abc import Sequence
 
+from gpufleet.commands.common import add_output_flags
 from gpufleet.sandbox.control import run
 from gpufleet.sandbox.image import IMAGES
 
@@ -24,8 +25,13 @@ def build_parser() -> argparse.ArgumentParser:
         epilog=EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
+    # -q, -v and --json go after the action, as on every other subcommand
+    flags = argparse.ArgumentParser(add_help=False)
+    add_output_flags(flags, "up and status: print the hosts (and services) as JSON")
     sub = parser.add_subparsers(dest="action", required=True, metavar="ACTION")
-    up = sub.add_parser("up", help="start N hosts (cleaning up an earlier crashed sandbox first)")
+    up = sub.add_parser(
+        "up", parents=[flags], help="start N hosts (cleaning up an earlier crashed sandbox first)"
+    )
     up.add_argument("--hosts", type=int, default=3, help="number of hosts (default 3)")
     up.add_argument(
         "--image",
@@ -56,30 +62,46 @@ def build_parser() -> argparse.ArgumentParser:
         help="with --from-snapshot: HOST starts bare all the same (repeat it)",
     )
     snap = sub.add_parser(
-        "snapshot", help="keep the hosts' disks as snapshot NAME (each host reboots once)"
+        "snapshot",
+        parents=[flags],
+        help="keep the hosts' disks as snapshot NAME (each host reboots once)",
     )
     snap.add_argument("name", help="e.g. provisioned-22.04")
     snap.add_argument(
         "--host", action="append", help="a host to keep (repeat it; default every host)"
     )
-    forget = sub.add_parser("forget", help="delete a snapshot no running host boots on")
+    forget = sub.add_parser(
+        "forget", parents=[flags], help="delete a snapshot no running host boots on"
+    )
     forget.add_argument("name")
-    sub.add_parser("status", help="show the running sandbox's hosts and services")
-    sub.add_parser("down", help="stop every sandbox process and remove its namespaces and mounts")
-    stop = sub.add_parser("stop", help="power one host off, keeping its disk (start boots it)")
+    sub.add_parser("status", parents=[flags], help="show the running sandbox's hosts and services")
+    sub.add_parser(
+        "down",
+        parents=[flags],
+        help="stop every sandbox process and remove its namespaces and mounts",
+    )
+    stop = sub.add_parser(
+        "stop", parents=[flags], help="power one host off, keeping its disk (start boots it)"
+    )
     stop.add_argument("host", help="host name, e.g. gfsb-h2")
     stop.add_argument(
         "--hard",
         action="store_true",
         help="a power cut: kill its supervisor, systemd-nspawn and systemd at once, no shutdown",
     )
-    start = sub.add_parser("start", help="power a stopped host on again and wait for SSH")
+    start = sub.add_parser(
+        "start", parents=[flags], help="power a stopped host on again and wait for SSH"
+    )
     start.add_argument("host", help="host name, e.g. gfsb-h2")
     return parser
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    return run(build_parser().parse_args(argv))
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if args.json and args.action not in ("up", "status"):
+        parser.error(f"--json goes with up or status, not {args.action}")
+    return run(args)
 
 
 if __name__ == "__main__":

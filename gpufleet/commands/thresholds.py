@@ -6,6 +6,7 @@ import argparse
 import sys
 from collections.abc import Sequence
 
+from gpufleet.commands.common import add_output_flags
 from gpufleet.floors.derived import INTERCONNECTS
 from gpufleet.floors.show import run
 
@@ -46,7 +47,7 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="CLASS",
         help=f"slowest GPU-GPU link: {', '.join(INTERCONNECTS)}",
     )
-    parser.add_argument("--json", action="store_true", help="print floors or verdicts as JSON")
+    add_output_flags(parser, "print floors or verdicts as JSON")
     parser.add_argument(
         "--judge",
         metavar="FIGURES.json",

@@ -9,9 +9,9 @@ Example::
 Progress goes to stderr, a line per host as it starts and ends (``[12/64] gpu-07 quick pass
 41 s``) and a heartbeat every minute; ``-q`` turns it off.
 
-Exit status: 0 every host passed, 1 a check failed somewhere, 2 validation could not run on
-some host (bad inventory, unreachable host, the suite broke) or the inventory is unusable,
-3 nothing failed but some host is "unproven" (a speed check was inconclusive).
+Exit status (docs/exit-codes.md): 0 every host passed, 1 a check failed somewhere, 2 the
+inventory is unusable or the suite broke on some host, 3 some host could not be reached, 4
+nothing failed but some host is "unproven" (a speed check was inconclusive: a soft fail).
 """
 
 from __future__ import annotations
@@ -21,6 +21,7 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
+from gpufleet.commands.common import add_output_flags
 from gpufleet.validate import calibrate, checks
 from gpufleet.validate.calibrate import DEFAULT_MARGIN, DEFAULT_RUNS
 from gpufleet.validate.runner import run
@@ -116,15 +117,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--list-checks", action="store_true", help="print the tier's check names and exit"
     )
-    parser.add_argument(
-        "--json", action="store_true", help="print a summary per host as JSON, not the tables"
-    )
-    parser.add_argument(
-        "-q",
-        "--quiet",
-        action="store_true",
-        help="no progress lines (a line per host as it starts and ends, and a heartbeat)",
-    )
+    add_output_flags(parser, "print a summary per host as JSON, not the tables")
     group = parser.add_argument_group(
         "calibration", "run the full tier on one host you declare healthy and write its floors"
     )

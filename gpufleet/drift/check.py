@@ -15,8 +15,16 @@ from typing import Any
 
 from rich.text import Text
 
+from gpufleet.commands.common import say_command
 from gpufleet.datacheck import host_problems
-from gpufleet.drift.plan import DriftError, DriftReport, build_report, merge_validation, run_plan
+from gpufleet.drift.plan import (
+    DriftError,
+    DriftReport,
+    build_report,
+    merge_validation,
+    plan_command,
+    run_plan,
+)
 from gpufleet.drift.validation import run_validation
 from gpufleet.inventory import InventoryError, InventoryHost, read_debug_inventory
 from gpufleet.text import cell, plain, redact_data
@@ -81,6 +89,9 @@ def check(args: argparse.Namespace) -> DriftReport:
     if args.validation and results_dir is None:
         scratch = Path(tempfile.mkdtemp(prefix="gpufleet-drift-"))
         results_dir = scratch
+    say_command(
+        getattr(args, "verbose", False), plan_command(args.inventory, args.deploy, args.limit)
+    )
     try:
         with ThreadPoolExecutor(max_workers=2) as pool:
             plan = pool.submit(

@@ -61,8 +61,12 @@ class _Live:
 
 
 @contextmanager
-def display(state: st.RolloutState, console: Console) -> Iterator[Log]:
-    """The log callable for `Rollout`: the live table on a terminal, plain lines elsewhere."""
+def display(state: st.RolloutState, console: Console, quiet: bool = False) -> Iterator[Log]:
+    """The log callable for `Rollout`: the live table on a terminal, plain lines elsewhere,
+    nothing with ``quiet`` (-q; the summary at the end stays)."""
+    if quiet:
+        yield lambda line: None
+        return
     if not console.is_terminal:
         yield lambda line: console.print(line, markup=False, highlight=False, soft_wrap=True)
         return

@@ -7,6 +7,7 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
+from gpufleet.commands.common import say_command
 from gpufleet.rollout import private
 from gpufleet.rollout.machine import Steps
 from gpufleet.scheduler.rule import check_node_name
@@ -19,7 +20,8 @@ def _pyinfra() -> list[str]:
     return [sys.executable, "-m", "pyinfra"]
 
 
-def _run(argv: Sequence[str], log: Path) -> tuple[bool, str]:
+def _run(argv: Sequence[str], log: Path, verbose: bool = False) -> tuple[bool, str]:
+    say_command(verbose, argv, str(log))
     with private.open_log(log) as out:  # mode 600: --data values may carry a login
         out.write(f"$ {redact(' '.join(argv))}\n")
         out.flush()
@@ -49,6 +51,7 @@ def real_steps(
     log_dir: Path,
     data: Sequence[str] = (),
     select: str | None = None,
+    verbose: bool = False,
 ) -> Steps:
     """Steps that run the deploy, a reboot and the validation gate for one host each."""
     private.private_folder(log_dir)
@@ -57,12 +60,12 @@ def real_steps(
     def deploy_host(host: str) -> tuple[bool, str]:
         name = check_node_name(host)
         argv = [*_pyinfra(), "-y", inventory, deploy, "--limit", name, *extra]
-        return _run(argv, log_dir / f"{name}.deploy.log")
+        return _run(argv, log_dir / f"{name}.deploy.log", verbose)
 
     def reboot_host(host: str) -> tuple[bool, str]:
         name = check_node_name(host)
         argv = [*_pyinfra(), "-y", inventory, "server.reboot", "--limit", name]
-        return _run(argv, log_dir / f"{name}.reboot.log")
+        return _run(argv, log_dir / f"{name}.reboot.log", verbose)
 
     def validate_host(host: str) -> tuple[bool, str]:
         name = check_node_name(host)
@@ -82,6 +85,6 @@ def real_steps(
             "ssh",
             *(["--select", select] if select else []),
         ]
-        return _run(argv, log_dir / f"{name}.validate.log")
+        return _run(argv, log_dir / f"{name}.validate.log", verbose)
 
     return Steps(deploy_host, reboot_host, validate_host)

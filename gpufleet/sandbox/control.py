@@ -52,9 +52,15 @@ def cmd_up(args: argparse.Namespace) -> int:
     )
     elapsed = time.monotonic() - started
     record_up(state, elapsed)
+    if getattr(args, "json", False):
+        hosts = [{"name": h.name, "address": h.address} for h in state.hosts]
+        print(json.dumps({"image": state.image, "seconds": round(elapsed, 1), "hosts": hosts}))
+        return 0
     print(f"sandbox up in {elapsed:.1f} s: {state.image}, {len(state.hosts)} host(s)")
     for host in state.hosts:
         print(f"  {host.name}  root@{host.address}")
+    if getattr(args, "quiet", False):  # -q: the hints go, the hosts stay
+        return 0
     print(f"state: {STATE_DIR / 'state.json'}")
     print(f"ssh:   ssh -i {STATE_DIR / 'id_ed25519'} root@{state.hosts[0].address}")
     print("provision: pyinfra -y inventories/sandbox.py deploy/gpu_node.py")
@@ -73,16 +79,24 @@ def cmd_status(args: argparse.Namespace) -> int:
             for item in leftovers:
                 print(f"  {item}")
         return 1
-    healthy = True
+    hosts = [hostctl.probe(host) for host in state.hosts]
+    services = {service: bool(procs.cmdline(pid)) for service, pid in state.pids.items()}
+    healthy = all(s.word == "running" for s in hosts) and all(services.values())
+    if getattr(args, "json", False):
+        shown = {
+            "image": state.image,
+            "gateway": state.gateway,
+            "hosts": [{"state": s.word, "text": s.describe()} for s in hosts],
+            "services": {name: "running" if up else "stopped" for name, up in services.items()},
+            "healthy": healthy,
+        }
+        print(json.dumps(shown, indent=2))
+        return 0 if healthy else 1
     print(f"image {state.image} ({' '.join(state.os)}), gateway {state.gateway}")
-    for host in state.hosts:
-        status = hostctl.probe(host)
-        healthy &= status.word == "running"
+    for status in hosts:
         print(f"  {status.describe()}")
     for service, pid in sorted(state.pids.items()):
-        running = bool(procs.cmdline(pid))
-        healthy &= running
-        print(f"  {service:24} pid {pid} {'running' if running else 'STOPPED'}")
+        print(f"  {service:24} pid {pid} {'running' if services[service] else 'STOPPED'}")
     if state.pip_index_url:
         print(f"  nvidia repo {state.nvidia_repo_url}, pip index {state.pip_index_url}")
     for note in state.notes:

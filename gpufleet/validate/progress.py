@@ -41,8 +41,11 @@ class Progress:
         quiet: bool = False,
         out: TextIO | None = None,
         clock: Callable[[], float] = time.monotonic,
+        current: Callable[[str], str] = lambda host: "",
     ) -> None:
+        """``current(host)``: the check that host is on and for how long, or "" (heartbeat)."""
         self.total, self.tier, self.quiet = total, tier, quiet
+        self._current = current
         self._out = out
         self._clock = clock
         self._lock = threading.Lock()
@@ -53,10 +56,11 @@ class Progress:
         if not self.quiet:
             print(plain(line), file=self._out or sys.stderr, flush=True)
 
-    def started(self, host: str) -> None:
+    def started(self, host: str, detail: str = "") -> None:
         with self._lock:
             self._running[host] = self._clock()
-            self._print(f"[{self._done}/{self.total}] {host} {self.tier} started")
+            more = f" ({detail})" if detail else ""
+            self._print(f"[{self._done}/{self.total}] {host} {self.tier} started{more}")
 
     def finished(self, host: str, status: str, why: str = "") -> None:
         with self._lock:
@@ -73,7 +77,10 @@ class Progress:
             if not self._running:
                 return
             now = self._clock()
-            hosts = ", ".join(f"{h} {took(now - t)}" for h, t in self._running.items())
+            hosts = ", ".join(
+                f"{h} {took(now - t)}" + (f" on {on}" if (on := self._current(h)) else "")
+                for h, t in self._running.items()
+            )
             self._print(f"[{self._done}/{self.total}] still running: {hosts}")
 
     def beat_every(self, seconds: float = HEARTBEAT_S) -> Callable[[], None]:

@@ -184,14 +184,26 @@ def baseline_notes(results_dir: Path, documents: Sequence[dict[str, Any]]) -> li
     return notes
 
 
-# Exit status per run status, worst first: a host that could not be validated (2), a failed
-# check (1), a host whose speed checks were inconclusive ("unproven", 3), all passed (0).
-EXIT_STATUS = {"error": 2, "fail": 1, "unproven": 3, "pass": 0}
+# Exit status per outcome, worst first (docs/exit-codes.md, the same order as drift's): a host
+# the suite broke on (2), a host it could not reach (3), a failed check (1), a host whose speed
+# checks were inconclusive ("unproven", 4, a soft fail), all passed (0).
+EXIT_STATUS = {"error": 2, "unreachable": 3, "fail": 1, "unproven": 4, "pass": 0}
+UNREACHED = "could not reach "  # how the suite's run_error names a host SSH could not reach
+
+
+def outcome(document: dict[str, Any]) -> str:
+    """The document's status, with an ``error`` the suite met connecting called ``unreachable``."""
+    status = str(document.get("status"))
+    if status == "error" and str(document.get("run_error") or "").startswith(UNREACHED):
+        return "unreachable"
+    return status
 
 
 def exit_status(documents: Sequence[dict[str, Any]]) -> int:
-    """2 if any host could not be validated, else 1 if any failed, else 3 if any is unproven."""
-    for status in EXIT_STATUS:
-        if any(doc["status"] == status for doc in documents):
-            return EXIT_STATUS[status]
+    """2 if the suite broke on a host, else 3 if one could not be reached, else 1 if one
+    failed, else 4 if one is unproven, else 0."""
+    outcomes = {outcome(doc) for doc in documents}
+    for status, code in EXIT_STATUS.items():
+        if status in outcomes:
+            return code
     return 0

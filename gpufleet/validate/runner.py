@@ -8,6 +8,7 @@ import os
 import shutil
 import sys
 import tempfile
+import time
 import uuid
 from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime, timezone
@@ -34,6 +35,7 @@ from gpufleet.validate.suite import (  # noqa: F401  (pytest_command, SUITE_DIR:
     HOST_TIMEOUT_S,
     MAX_PARALLEL,
     SUITE_DIR,
+    current_check,
     pytest_command,
     run_host,
 )
@@ -197,13 +199,20 @@ def run_hosts(
         slurm = SlurmValidate(workdir, log=lambda line: print(plain(line), file=out))
         if not as_jobs:  # over SSH: hosts running jobs keep them and run no speed workload
             selects = slurm.before(pending, selection.expression)
-    progress = Progress(len(runs), args.tier, quiet=getattr(args, "quiet", False))
+    by_name = {run.host.name: run for run in runs}
+    progress = Progress(
+        len(runs),
+        args.tier,
+        quiet=getattr(args, "quiet", False),
+        current=lambda host: current_check(by_name[host], time.time()),
+    )
+    verbose = getattr(args, "verbose", False)
     for run in runs:
         if run.document is not None:  # refused before it started
             progress.finished(run.host.name, *document_status(run.document))
 
     def one_host(run: HostRun) -> None:
-        progress.started(run.host.name)
+        progress.started(run.host.name, f"log {run.log_path}" if verbose else "")
         run_host(
             run,
             tier=args.tier,

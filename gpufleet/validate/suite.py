@@ -13,6 +13,7 @@ from pathlib import Path
 from gpufleet.report.schema import ResultsSchemaError, validate_results
 from gpufleet.validate.checks import no_match_message
 from gpufleet.validate.hostrun import HostRun, error_document
+from gpufleet.validate.progress import took
 from gpufleet.validate.ssh import hostspec_for
 
 SUITE_DIR = Path(__file__).resolve().parent.parent.parent / "validation"
@@ -72,7 +73,7 @@ def pytest_command(
     """The pytest command line for one host (run in a subprocess: its own process, its own
     plugins, and no gevent from pyinfra_cli anywhere near it)."""
     paths = (str(run.expectations_path), str(run.results_path), str(run.junit_path))
-    extra = []
+    extra = [f"--progress-file={progress_path(run)}"]
     if ssh_config is not None and not run.host.is_local:
         extra.append(f"--ssh-config={ssh_config}")
     arguments = suite_arguments(
@@ -86,6 +87,21 @@ def pytest_command(
         extra=extra,
     )
     return [sys.executable, "-m", "pytest", str(SUITE_DIR), *arguments]
+
+
+def progress_path(run: HostRun) -> Path:
+    """The file the suite rewrites with each check's name as it starts (SSH runs only)."""
+    return run.log_path.with_suffix(".check")
+
+
+def current_check(run: HostRun, now: float) -> str:
+    """``gpu_health::ecc 2m05s``: the check ``run`` is on and for how long, or "" if unknown."""
+    path = progress_path(run)
+    try:
+        name, since = path.read_text().strip(), path.stat().st_mtime
+    except OSError:
+        return ""
+    return f"{name} {took(max(0.0, now - since))}" if name else ""
 
 
 def _log_tail(path: Path, lines: int = 15) -> str:

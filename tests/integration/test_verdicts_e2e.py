@@ -77,7 +77,7 @@ def test_inconclusive_speed_checks_make_the_host_unproven(inventory: Path, tmp_p
         check=False,
         timeout=1200,
     )
-    assert proc.returncode == 3, proc.stdout[-4000:] + proc.stderr[-2000:]  # unproven
+    assert proc.returncode == 4, proc.stdout[-4000:] + proc.stderr[-2000:]  # unproven
     assert "unproven" in proc.stdout
     run_id = re.search(r"results: .*/\*/(\S+)\.json", proc.stdout)
     assert run_id, proc.stdout[-2000:]
@@ -135,7 +135,7 @@ def test_a_periodic_run_compares_with_its_tier_baseline_and_publishes_it(
     cd = f"cd {workdir[0]} && PYTHONPATH={workdir[0]} " if workdir else ""
     # What the timer starts, limited to one workload to keep the run short.
     ran = sandbox.ssh(HOST, f"{cd}{exec_start} --workloads xla", timeout=900)
-    assert ran.returncode == 3, ran.stdout + ran.stderr  # unproven
+    assert ran.returncode == 4, ran.stdout + ran.stderr  # unproven
     state = json.loads(sandbox.ssh(HOST, f"cat {monitoring.STATE_DIR}/state.json").stdout)
     assert state["last_status"] == "unproven"
     regression = state["regression"]

@@ -34,12 +34,21 @@ def doc(status_of_checks=(), run_error=None):
 
 def test_exit_status():
     assert results.exit_status([doc(["pass", "skipped"])]) == 0
-    # Unproven (a speed check inconclusive) is not a pass: its own exit status, 3.
-    assert results.exit_status([doc(["pass", "skipped", "inconclusive"])]) == 3
+    # Unproven (a speed check inconclusive) is not a pass: its own exit status, 4 (a soft fail).
+    assert results.exit_status([doc(["pass", "skipped", "inconclusive"])]) == 4
     assert results.exit_status([doc(["inconclusive"]), doc(["fail"])]) == 1
     assert results.exit_status([doc(["pass"]), doc(["fail"])]) == 1
     assert results.exit_status([doc(["fail"]), doc(run_error="unreachable")]) == 2
     assert results.exit_status([doc(["error"])]) == 1
+
+
+def test_exit_status_3_for_a_host_it_could_not_reach():
+    # docs/exit-codes.md: 3 is "could not reach", as in drift (it was 2; 3 was unproven)
+    down = doc(run_error="could not reach ssh://10.0.0.9: Connection refused")
+    assert results.outcome(down) == "unreachable"
+    assert results.exit_status([doc(["fail"]), down]) == 3
+    assert results.exit_status([doc(["inconclusive"]), down]) == 3
+    assert results.exit_status([down, doc(run_error="the suite stopped early")]) == 2
 
 
 def test_missing_inventory_exits_2(tmp_path, capsys):

@@ -10,8 +10,8 @@ Writes ``OUT/results/<run_id>.json`` (a results document, gpufleet.report.schema
 ``OUT/latest.json``, the workloads' logs under ``OUT/logs/``, and, with ``--textfile-dir``,
 ``gpufleet.prom`` for node_exporter's textfile collector, with the host's state against its
 tier's baseline (validation.periodic.baseline). Exit status: 0 every check passed, 1 a check
-failed, 2 the run could not complete, 3 nothing failed but the run is "unproven" (a speed check
-was inconclusive).
+failed, 2 the run could not complete, 4 nothing failed but the run is "unproven" (a speed check
+was inconclusive; 3, "could not reach", has no meaning on the host itself).
 
 Runs with the environment's Python on the host: standard library, gpufleet's pure-Python parts
 (parsers, health, report) and subprocesses only; no pytest, pyinfra or rich.
@@ -267,7 +267,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         f"{document['status']}: {summary}; results {path}"
         + (f", metrics {textfile}" if textfile else "")
     )
-    return {"pass": 0, "fail": 1, "unproven": 3}.get(document["status"], 2)
+    return {"pass": 0, "fail": 1, "unproven": 4}.get(document["status"], 2)
 
 
 if __name__ == "__main__":
