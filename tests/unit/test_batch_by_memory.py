@@ -1,4 +1,4 @@
-"""Issue 32 item 5 / review 2 N7: the batch per GPU follows its memory; a floor holds at its batch."""
+"""Issue 32 item 5 / review 2 N7: the batch per GPU follows its memory; floors hold at theirs."""
 
 from __future__ import annotations
 
