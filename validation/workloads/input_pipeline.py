@@ -306,8 +306,8 @@ def _busy_phase(run: Run, tuned: Any, seconds: float, few_cores: str | None) -> 
         run.add_check("gpu_busy_tuned", "utilization", not_applicable(few_cores))
         return
     if seconds <= 0:
-        why = "the quick tier runs no busy phase (the full tier's lasts 9 s)"
-        run.add_check("gpu_busy_tuned", "utilization", not_applicable(why))
+        quick = "the quick tier runs no busy phase (the full tier's lasts 9 s)"
+        run.add_check("gpu_busy_tuned", "utilization", not_applicable(quick))
         return
     if run.sampler is None or not run.sampler.available:
         why = run.sampler.unavailable_reason if run.sampler else "sampler not started"

@@ -29,7 +29,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any
+from typing import Any, Optional
 
 PROBE_VERSION = 1
 BUDGET_S = 570.0  # under 10 minutes on one GPU, with the parent's own seconds to spare
@@ -100,8 +100,9 @@ PARTS: tuple[Part, ...] = (
         "N4/N5: device_busy_fraction, tuned vs naive, the busy phase's NVML samples",
     ),
 )
-# (exit code, or None when it timed out; the tail of its stderr)
-Runner = Callable[[list[str], dict[str, str], float], tuple[int | None, str]]
+# (exit code, or None when it timed out; the tail of its stderr). Optional: evaluated at run
+# time, and hosts may run Python 3.9.
+Runner = Callable[[list[str], dict[str, str], float], tuple[Optional[int], str]]  # noqa: UP045
 
 
 class ProbeError(RuntimeError):
