@@ -78,25 +78,17 @@ def test_every_set_floor_has_a_sourced_healthy_figure(name: str) -> None:
 def test_the_predicted_healthy_host_passes_every_floor(name: str) -> None:
     # The middle of the review's range must pass each floor: a floor moved above it fails here.
     verdicts = judge(list(tt.floors(name).values()), healthy(name))
-    known = {f for (n, f) in tt.KNOWN_FALSE_FAILS if n == name}
-    assert failed(verdicts) == known
+    assert failed(verdicts) == set()
 
 
 @pytest.mark.parametrize("name", NAMES)
 def test_the_low_end_of_each_range_passes_unless_the_review_calls_it_marginal(name: str) -> None:
     for figure, floor in tt.floors(name).items():
         span = tt.predicted(name, figure)
-        exempt = (name, figure) in tt.MARGINAL | set(tt.KNOWN_FALSE_FAILS)
+        exempt = (name, figure) in tt.MARGINAL
         if span is None or floor.value is None or exempt:
             continue
         assert meets(span[0], floor), f"{name}: {figure} low end {span[0]:g} fails"
-
-
-@pytest.mark.parametrize(("name", "figure"), sorted(tt.KNOWN_FALSE_FAILS))
-def test_known_false_fails_still_fail_at_the_top_of_the_range(name: str, figure: str) -> None:
-    # When the defect is fixed (or the floor moves) this fails: update the table.
-    span = tt.predicted(name, figure)
-    assert span is not None and not meets(span[1], tt.floors(name)[figure])
 
 
 # --- each degraded case of the review's section 3 fails the check meant to catch it ----------

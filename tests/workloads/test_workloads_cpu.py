@@ -211,7 +211,7 @@ def test_input_pipeline_naive_arm_is_naive_and_tuned_arm_does_not_cache() -> Non
     from validation.workloads.input_pipeline import QUICK, _pipelines
 
     images = np.zeros((64, QUICK["image"], QUICK["image"], 3), np.uint8)
-    pipelines = _pipelines(tf, images, np.zeros(64, np.int32), QUICK)
+    pipelines = _pipelines(tf, images, np.zeros(64, np.int32), QUICK, 1, "/device:CPU:0")
     naive = pipelines["naive"].options()
     assert naive.experimental_optimization.apply_default_optimizations is False
     assert naive.autotune.enabled is False
@@ -222,6 +222,26 @@ def test_input_pipeline_naive_arm_is_naive_and_tuned_arm_does_not_cache() -> Non
     tuned = kinds(pipelines["tuned"])
     assert "_ParallelMapDataset" in tuned and "_PrefetchDataset" in tuned
     assert not any("Cache" in k for k in tuned), tuned  # the timed arm runs map every time
+
+
+def test_input_pipeline_arms_all_end_in_the_same_copy_to_the_device() -> None:
+    """Review 2 N4: the old ceiling read tensors already on the device, so only the tuned arm
+    paid the host-to-device copy, and serially; every arm now ends in prefetch_to_device."""
+    import numpy as np
+    import tensorflow as tf
+
+    from validation.workloads.input_pipeline import QUICK, _ceiling, _pipelines
+
+    images = np.zeros((64, QUICK["image"], QUICK["image"], 3), np.uint8)
+    pipelines = _pipelines(tf, images, np.zeros(64, np.int32), QUICK, 2, "/device:CPU:0")
+    ceiling = _ceiling(tf, pipelines["tuned"], 2, "/device:CPU:0")
+    for name, dataset in (*pipelines.items(), ("ceiling", ceiling)):
+        while type(dataset).__name__ == "_OptionsDataset":  # the naive arm's options
+            (dataset,) = dataset._inputs()
+        (source,) = dataset._inputs()  # prefetch_to_device: a copy, then a prefetch after it
+        assert type(source).__name__ == "_CopyToDeviceDataset", (name, type(source).__name__)
+    (x_tuned, _), (x_ceiling, _) = next(iter(pipelines["tuned"])), next(iter(ceiling))
+    assert np.array_equal(x_tuned.numpy(), x_ceiling.numpy())  # the ceiling holds the same data
 
 
 def test_input_pipeline_speed_verdict_can_fail(tmp_path: Path) -> None:

@@ -14,6 +14,7 @@ import math
 from typing import Any
 
 from validation.verdicts.harness import FAIL, PASS, Verdict, settled, time_call
+from validation.workloads._batch import batch_for, figure_mismatch
 from validation.workloads._common import Run, not_applicable
 from validation.workloads._refsteps import (
     BERT_CPU,
@@ -21,7 +22,6 @@ from validation.workloads._refsteps import (
     FIGURES,
     RESNET50_CPU,
     RESNET50_GPU,
-    batch_per_gpu,
     build_step,
     float_precision,
 )
@@ -71,10 +71,15 @@ def speed_skip(run: Run, metric: str) -> tuple[float, str | None]:
     return (value if value is not None else 1.0), skip
 
 
-def judge_throughput(run: Run, name: str, precision: str, samples: list[float]) -> None:
-    """One precision's per-GPU figure against run.floor (reported even where not judged)."""
+def judge_throughput(
+    run: Run, name: str, precision: str, samples: list[float], batch: int | None = None
+) -> None:
+    """One precision's per-GPU figure against run.floor (reported even where not judged); a
+    published floor is not applied at a ``batch`` other than its figure's (memory chose it)."""
     metric = f"{FIGURES[name]}.{precision}"
     threshold, skip = speed_skip(run, metric)
+    if skip is None and batch is not None:
+        skip = figure_mismatch(run.gpu_model, name, precision, batch)
     run.sample_check(
         f"throughput_{precision}",
         metric,
@@ -129,7 +134,9 @@ def body(run: Run, name: str) -> None:
             run.add_check(f"trains_{precision}", "correctness", not_applicable(why))
             run.add_check(f"throughput_{precision}", "speed", not_applicable(why))
             continue
-        batch = batch_per_gpu(name, precision, run.gpu_model) if run.has_gpu else cfg["batch"]
+        batch = (
+            batch_for(run, name, precision, xla=cfg["jit_compile"]) if run.has_gpu else cfg["batch"]
+        )
         run.config.setdefault("batch_per_gpu", {})[precision] = batch
         run.step("build", f"{name} {precision} batch {batch} xla={cfg['jit_compile']}", device)
         with tf.device(device):
@@ -154,7 +161,7 @@ def body(run: Run, name: str) -> None:
             run.measurements.setdefault("warmup_seconds", {})[precision] = warm
             run.measurements.setdefault("losses", {})[precision] = losses
             run.add_check(f"trains_{precision}", "correctness", training_verdict(losses, precision))
-            judge_throughput(run, name, precision, samples)
+            judge_throughput(run, name, precision, samples, batch if run.has_gpu else None)
         del step, block
         tf.keras.backend.clear_session()
         gc.collect()

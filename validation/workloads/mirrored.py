@@ -22,9 +22,9 @@ from typing import Any
 
 from gpufleet.compat import zip_strict
 from validation.verdicts.harness import FAIL, INCONCLUSIVE, PASS, Verdict
+from validation.workloads._batch import batch_for, figure_mismatch
 from validation.workloads._common import NO_GPU, Run, main, not_applicable
 from validation.workloads._devices import nvml_index
-from validation.workloads._refsteps import batch_per_gpu
 from validation.workloads._scaling import BUSY_PHASE, busy_verdict, per_gpu_means, scaling_arms
 from validation.workloads._throughput import speed_skip
 from validation.workloads._training import (
@@ -130,7 +130,11 @@ def body(run: Run) -> None:
         run.add_check("every_gpu_busy", "utilization", not_applicable(single))
         return
     threshold, skip = speed_skip(run, "mirrored.scaling_efficiency")
-    ref_batch = cfg["ref_batch"] or batch_per_gpu("resnet50", PRECISION, run.gpu_model)
+    # One batch for the plain and the XLA variant: the plain one's must fit (review 2 N7), and
+    # DLE's weak-scaling floor holds only at its figure's batch.
+    ref_batch = cfg["ref_batch"] or batch_for(run, "resnet50", PRECISION, xla=False)
+    if skip is None and run.has_gpu:
+        skip = figure_mismatch(run.gpu_model, "resnet50", PRECISION, ref_batch)
     run.config.update(speed_model=f"ResNet-50 v1.5 {PRECISION}, {ref_batch} per replica")
     variants = [("", False)] + ([("_xla", True)] if cfg["jit_variant"] else [])
     mirrored_block = None

@@ -22,6 +22,7 @@ from typing import Any
 
 from gpufleet.compat import zip_strict
 from validation.verdicts.harness import FAIL, PASS, Verdict
+from validation.workloads._batch import figure_mismatch, fitting_batch, gpu_memory_mib
 from validation.workloads._common import Run, main, not_applicable
 from validation.workloads._refsteps import batch_per_gpu, float_precision
 from validation.workloads._throughput import reference_block, speed_skip
@@ -65,6 +66,7 @@ def arms(
     gpu_model: str | None,
     batch: int | None,
     steps: int,
+    memory_mib: float | None = None,
 ) -> tuple[dict[str, Any], dict[str, Any]]:
     """The two arms' build sizes: XLA on with a GPU, DLE's batch per precision, and as many
     steps per block as give both arms the same images (the fewer-image arm's steps scaled up).
@@ -73,7 +75,9 @@ def arms(
     """
     sizes = []
     for p in (base, precision):
-        chosen = batch or batch_per_gpu("resnet50", p, gpu_model)
+        # DLE's batch where it fits the GPU's memory (review 2 N7), else the largest that does.
+        preferred = batch_per_gpu("resnet50", p, gpu_model)
+        chosen = batch or fitting_batch("resnet50", p, preferred, memory_mib, xla=has_gpu)
         sizes.append({"batch": chosen, "steps": steps, "jit_compile": has_gpu})
     a, b = sizes
     big = max(a["batch"], b["batch"])
@@ -167,7 +171,13 @@ def body(run: Run) -> None:
                 gpu_model=run.gpu_model,
                 batch=cfg["ref_batch"],
                 steps=cfg["steps"],
+                memory_mib=gpu_memory_mib(run) if run.has_gpu else None,
             )
+            if skip is None and run.has_gpu:  # DLE's pair holds only at its batches
+                skip = figure_mismatch(run.gpu_model, "resnet50", base, size_a["batch"])
+                skip = skip or figure_mismatch(
+                    run.gpu_model, "resnet50", precision, size_b["batch"]
+                )
             run.config.setdefault("arms", {})[policy] = {base: size_a, precision: size_b}
             run.step("ab", f"ResNet-50 {base} {size_a} vs {precision} {size_b}", device)
             if baseline_block is None or baseline_block[0] != size_a:

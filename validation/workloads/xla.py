@@ -18,8 +18,9 @@ from typing import Any
 
 from gpufleet.compat import zip_strict
 from validation.verdicts.harness import FAIL, PASS, Verdict
+from validation.workloads._batch import batch_for
 from validation.workloads._common import Run, main
-from validation.workloads._refsteps import batch_per_gpu, float_precision
+from validation.workloads._refsteps import float_precision
 from validation.workloads._throughput import reference_block, speed_skip
 from validation.workloads._training import (
     mlp,
@@ -81,7 +82,8 @@ def body(run: Run) -> None:
     # 2-core CPU, and float16 there falls back to Eigen kernels nobody runs in production.
     fp16_cores = run.has_gpu and (run.compute_capability or (0, 0)) >= (7, 0)
     for precision in (base, "amp") if fp16_cores else (base,):
-        batch = cfg["ref_batch"] or batch_per_gpu("resnet50", precision, run.gpu_model)
+        # Both arms at one batch: the plain one's (no XLA) must fit (review 2 N7).
+        batch = cfg["ref_batch"] or batch_for(run, "resnet50", precision, xla=False)
         run.config.setdefault("batch_per_precision", {})[precision] = batch
         metric = f"xla.speedup.{precision}"
         threshold, skip = speed_skip(run, metric)
