@@ -45,6 +45,14 @@ def validate(results: Path, *extra: str) -> subprocess.Popen[str]:
     )
 
 
+def summary_of(out: str, err: str) -> dict:
+    """validate's --json summary; its stderr in the failure when it printed none."""
+    try:
+        return json.loads(out)
+    except json.JSONDecodeError:
+        raise AssertionError(f"validate printed no JSON:\n{out[-2000:]}\n{err[-4000:]}") from None
+
+
 def documents(results: Path) -> dict[str, dict]:
     found = {}
     for host in HOSTS:
@@ -72,7 +80,7 @@ def our_jobs(sandbox: Sandbox, run_id: str) -> dict[str, tuple[str, str]]:
 def test_one_job_per_node_three_results_gathered(slurm_fleet: Sandbox, tmp_path: Path) -> None:
     proc = validate(tmp_path)
     out, err = proc.communicate(timeout=1800)
-    summary = json.loads(out)
+    summary = summary_of(out, err)
     assert [h["host"] for h in summary["hosts"]] == list(HOSTS), err[-3000:]
     docs = documents(tmp_path)
     for host, doc in docs.items():
@@ -108,10 +116,12 @@ def test_a_cancelled_job_did_not_run_and_a_failing_node_is_drained(
                 "",
             )
             time.sleep(1)
-        assert pending, "no job of the run waited for the drained node"
+        if not pending:
+            out, err = proc.communicate(timeout=900) if proc.poll() is not None else ("", "")
+            raise AssertionError(f"no job of the run waited for the drained node:\n{err[-4000:]}")
         on_controller(slurm_fleet, f"scancel {pending}")
         out, err = proc.communicate(timeout=900)
-        summary = json.loads(out)
+        summary = summary_of(out, err)
         docs = documents(tmp_path)
         assert proc.returncode == 2, err[-3000:]  # a node did not run: exit 2, never a pass
         assert docs[held]["did_not_run"]["state"] == "CANCELLED", docs[held]
