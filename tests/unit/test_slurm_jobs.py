@@ -226,7 +226,8 @@ def test_three_nodes_one_passes_one_cancelled_one_never_starts(tmp_path: Path) -
     # one sbatch session for the three; each node's expectations staged, root-only
     assert sum(c[:2] == ["sh", "-c"] for c in slurm.calls) == 1
     staged = [c for c in shell_calls if c[1] == stage_command(jobs[0].spool)]
-    assert [(name, data) for name, _c, data in staged] == [
+    # staged in parallel, one thread a node: the order of the calls is the threads'
+    assert sorted((name, data) for name, _c, data in staged) == [
         (r.host.name, r.expectations_path.read_bytes()) for r in runs
     ]
     assert "umask 077" in staged[0][1]
@@ -281,12 +282,27 @@ def test_a_did_not_run_node_is_neither_drained_nor_resumed() -> None:
     assert document_status(document)[0] == "did-not-run"
 
 
-def test_slurm_jobs_need_ssh_hosts_said_per_host_without_a_traceback(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+def test_slurm_jobs_are_refused_until_finished(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     from gpufleet.commands import validate as validate_cmd
 
-    code = validate_cmd.main(["@local", "--scheduler", "slurm", "--results-dir", str(tmp_path)])
+    monkeypatch.delenv(validate_cmd.JOBS_ENV, raising=False)
+    argv = ["@local", "--scheduler", "slurm", "--dispatch", "jobs", "--results-dir", str(tmp_path)]
+    assert validate_cmd.main(argv) == 2
+    assert "--dispatch jobs" in capsys.readouterr().err
+    assert not list(tmp_path.glob("*/*.json"))  # nothing ran
+
+
+def test_slurm_jobs_need_ssh_hosts_said_per_host_without_a_traceback(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from gpufleet.commands import validate as validate_cmd
+
+    monkeypatch.setenv(validate_cmd.JOBS_ENV, "experimental")
+    code = validate_cmd.main(
+        ["@local", "--scheduler", "slurm", "--dispatch", "jobs", "--results-dir", str(tmp_path)]
+    )
     captured = capsys.readouterr()
     (path,) = [p for p in tmp_path.glob("@local/*.json") if not p.name.startswith("base")]
     document = json.loads(path.read_text())
