@@ -9,6 +9,7 @@ and for the integration tier's.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import subprocess
@@ -105,3 +106,21 @@ def start(
         stdin=subprocess.DEVNULL,
         text=True,
     )
+
+
+def failure(done: subprocess.CompletedProcess[str], limit: int = 8000) -> str:
+    """Why a pyinfra run failed, for an assertion message: every line its failed hosts printed
+    but "Success"/"No changes" (the error, its command and stderr), then its output's tail. A
+    bare tail loses the error of a host that failed early in a long deploy."""
+    failed: list[str] = []
+    with contextlib.suppress(json.JSONDecodeError, AttributeError):
+        failed = list((json.loads(done.stdout).get("results") or {}).get("failed_hosts", []))
+    lines = (done.stdout + "\n" + done.stderr).splitlines()
+    ok = ("] Success", "] No changes")
+    marks = tuple(f"[{host}]" for host in failed) or ("Error", "error:")
+    picked = [
+        line for line in lines if any(m in line for m in marks) and not line.rstrip().endswith(ok)
+    ]
+    head = "\n".join(picked)[:limit]
+    tail = done.stderr[-3000:]
+    return f"pyinfra exit {done.returncode}, failed hosts {failed}:\n{head}\n--- tail:\n{tail}"

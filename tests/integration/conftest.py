@@ -209,7 +209,7 @@ def keep_provisioned(hosts: tuple[str, ...] = PROVISIONED_HOSTS) -> str:
 def first_deploy(inventory: str | Path = "inventories/sandbox.py", *args: str) -> None:
     """The real pyinfra CLI runs the deploy on every host of the inventory; fails with its log."""
     proc = pyinfra_cli.deploy(inventory, *args)
-    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    assert proc.returncode == 0, pyinfra_cli.failure(proc)
 
 
 @pytest.fixture(scope="session")

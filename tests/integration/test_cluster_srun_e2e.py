@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 
 from gpufleet.cluster.schema import validate_cluster_results
+from tests import pyinfra_cli
 from tests.integration.conftest import Sandbox, first_deploy, gpufleet, running_sandbox
 
 pytestmark = pytest.mark.integration
@@ -40,7 +41,7 @@ def test_the_cluster_tier_runs_its_workers_as_slurm_jobs(
         "validate", INVENTORY, "--tier", "cluster", "--results-dir", str(tmp_path),
         check=False, timeout=900,
     )  # fmt: skip
-    assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-2000:]
+    assert proc.returncode == 0, pyinfra_cli.failure(proc)
     (path,) = (tmp_path / "cluster").glob("*/*.json")
     doc = json.loads(path.read_text())
     validate_cluster_results(doc)

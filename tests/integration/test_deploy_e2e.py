@@ -28,6 +28,7 @@ from gpufleet.sandbox.state import STATE_DIR
 from gpufleet.spec import NodeSpec
 from gpufleet.stages import monitoring
 from gpufleet.validate import baseline
+from tests import pyinfra_cli
 from tests.integration.conftest import (
     BOOT_ID,
     Sandbox,
@@ -241,7 +242,7 @@ def test_quick_validation_passes_on_the_provisioned_hosts(
 ) -> None:
     """Issue 5 acceptance: `gpufleet validate --tier quick` over SSH on the provisioned hosts."""
     proc = validate(results_dir, "quick")
-    assert proc.returncode == 0, proc.stdout[-6000:] + proc.stderr[-3000:]
+    assert proc.returncode == 0, pyinfra_cli.failure(proc)
     run_id = re.search(r"results: .*/\*/(\S+)\.json", proc.stdout)
     assert run_id, proc.stdout[-2000:]
     for name in GOOD:

@@ -46,7 +46,7 @@ def deploy(*args: str) -> tuple[subprocess.CompletedProcess[str], float]:
 def test_three_hosts_fetch_each_artifact_from_upstream_once(sandbox: Sandbox) -> None:
     before = counts(UPSTREAM_LOG)
     proc, wall = deploy("--parallel", "3")
-    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-6000:]
+    assert proc.returncode == 0, pyinfra_cli.failure(proc)
     after = counts(UPSTREAM_LOG)
     fetched = {
         path: Served(

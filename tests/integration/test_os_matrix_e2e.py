@@ -135,7 +135,7 @@ def test_quick_validation_passes(fleet: Fleet) -> None:
         timeout=1800,
     )
     print(f"\n{fleet.expected.image}: validate --tier quick: {time.monotonic() - started:.1f} s")
-    assert proc.returncode == 0, proc.stdout[-6000:] + proc.stderr[-3000:]
+    assert proc.returncode == 0, pyinfra_cli.failure(proc)
     run_id = re.search(r"results: .*/\*/(\S+)\.json", proc.stdout)
     assert run_id, proc.stdout[-2000:]
     doc = json.loads((fleet.results / HOST / f"{run_id.group(1)}.json").read_text())
@@ -160,7 +160,7 @@ def test_drift_is_clean(fleet: Fleet) -> None:
         timeout=1800,
     )
     print(f"\n{fleet.expected.image}: drift: {time.monotonic() - started:.1f} s")
-    assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-3000:]
+    assert proc.returncode == 0, pyinfra_cli.failure(proc)
     hosts = json.loads(proc.stdout)["hosts"]
     assert hosts[HOST]["status"] == "clean", hosts
     assert hosts[HOST]["changes"] == [], hosts

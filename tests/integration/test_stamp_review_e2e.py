@@ -17,6 +17,7 @@ import pytest
 
 from gpufleet.cluster.config import WORKER_PORT
 from gpufleet.spec import NodeSpec
+from tests import pyinfra_cli
 from tests.integration.conftest import Sandbox, first_deploy, running_sandbox
 from tests.integration.fault_helpers import (
     INVENTORY_TEXT,
@@ -77,7 +78,7 @@ def test_a_pinned_file_rewritten_at_its_size_is_repaired_by_one_rerun(
     assert sha256_on(sandbox, H1, path) != before
     assert planned_changes(inventory, H1) != [], "the check must see a same-size rewrite"
     run = deploy(inventory, H1)
-    assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
+    assert run.returncode == 0, pyinfra_cli.failure(run)
     assert sha256_on(sandbox, H1, path) == before
     assert planned_changes(inventory, H1) == []
 

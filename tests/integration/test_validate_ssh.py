@@ -79,7 +79,7 @@ def run_files(results: Path, host: str) -> Iterator[Path]:
 
 
 def test_ssh_run_and_unreachable_host(tmp_path, sshd, capsys):
-    """One reachable host over real SSH and one refusing connections: exit 2, the good host's
+    """One reachable host over real SSH and one refusing connections: exit 3 (a host could not be reached), the good host's
     checks ran over SSH, the bad host's document says why it could not be validated."""
     port, key = sshd
     inventory = ssh_inventory(tmp_path, {"good": port, "gone": free_port()}, key)
@@ -93,7 +93,7 @@ def test_ssh_run_and_unreachable_host(tmp_path, sshd, capsys):
             "os_supported or nouveau_not_loaded",
         ]
     )
-    assert code == 2
+    assert code == 3  # gpufleet.commands.validate: 3 = a host unreachable, none failed
     good = json.loads(next(run_files(results, "good")).read_text())
     gone = json.loads(next(run_files(results, "gone")).read_text())
     validate_results(good)
