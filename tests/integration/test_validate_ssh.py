@@ -79,8 +79,9 @@ def run_files(results: Path, host: str) -> Iterator[Path]:
 
 
 def test_ssh_run_and_unreachable_host(tmp_path, sshd, capsys):
-    """One reachable host over real SSH and one refusing connections: exit 3 (a host could not be reached), the good host's
-    checks ran over SSH, the bad host's document says why it could not be validated."""
+    """One reachable host over real SSH and one refusing connections: exit 3 (a host could not
+    be reached), the good host's checks ran over SSH, the bad host's document says why it could
+    not be validated."""
     port, key = sshd
     inventory = ssh_inventory(tmp_path, {"good": port, "gone": free_port()}, key)
     results = tmp_path / "results"
