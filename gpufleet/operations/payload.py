@@ -56,7 +56,9 @@ def make_archive(source: Path | Mapping[str, Path]) -> bytes:
                 _add(tar, tree, prefix)
             for path in sorted(tree.rglob("*")):
                 relative = path.relative_to(tree)
-                if any(part in SKIP for part in relative.parts) or path.suffix == ".pyc":
+                # Pure Python only: a compiled module is built for the control node's Python
+                # and CPU (tomli's mypyc build), and a node's Python skips it for the .py.
+                if any(part in SKIP for part in relative.parts) or path.suffix in (".pyc", ".so"):
                     continue
                 _add(tar, path, posixpath.join(prefix, relative.as_posix()))
     return buffer.getvalue()

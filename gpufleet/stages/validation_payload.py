@@ -28,8 +28,21 @@ PACKAGES = ("validation", "gpufleet")
 # suite run on the node itself (`validate --scheduler slurm`); only that job puts runner/ on
 # its PYTHONPATH, so the environment's own packages (TensorFlow's packaging) stay first
 # everywhere else.
-RUNNER_PACKAGES = ("pytest", "_pytest", "pluggy", "iniconfig", "packaging", "pygments", "testinfra")
-RUNNER_MODULES = ("py",)  # pytest's py.py shim, one file
+# pytest's own requirements for a node Python before 3.11 (exceptiongroup, tomli and, under
+# 3.13, exceptiongroup's typing_extensions) go too: a job on a 3.10 environment failed without
+# them (tests/unit/test_payload_runner.py walks the requirements).
+RUNNER_PACKAGES = (
+    "pytest",
+    "_pytest",
+    "pluggy",
+    "iniconfig",
+    "packaging",
+    "pygments",
+    "testinfra",
+    "exceptiongroup",
+    "tomli",
+)
+RUNNER_MODULES = ("py", "typing_extensions")  # pytest's py.py shim; one-file modules
 
 
 def package_source(name: str) -> Path:
