@@ -17,7 +17,6 @@ nothing failed but some host is "unproven" (a speed check was inconclusive: a so
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -26,15 +25,6 @@ from gpufleet.commands.common import add_output_flags
 from gpufleet.validate import calibrate, checks
 from gpufleet.validate.calibrate import DEFAULT_MARGIN, DEFAULT_RUNS
 from gpufleet.validate.runner import run
-
-# `--dispatch jobs` has not yet finished a run on the sandbox fleet: its on-node runner starts
-# the system Python, which lacks pytest's own dependencies (issue 34). Refused until it has.
-JOBS_ENV = "GPUFLEET_SLURM_JOBS"
-JOBS_UNFINISHED = (
-    "gpufleet validate: --dispatch jobs (the suite as one Slurm job per node) is not finished: "
-    "on the sandbox its on-node runner could not start pytest, so no node would report. Use "
-    f"--dispatch ssh (the default); developers can set {JOBS_ENV}=experimental."
-)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -100,10 +90,9 @@ def build_parser() -> argparse.ArgumentParser:
     slurm.add_argument(
         "--dispatch",
         choices=("jobs", "ssh"),
-        default="ssh",
-        help="ssh (default): pytest over SSH as without Slurm, busy hosts run no speed workload "
-        "(what gpufleet rollout uses); jobs: sbatch on the nodes, results gathered "
-        f"(unfinished: refused unless {JOBS_ENV}=experimental)",
+        default="jobs",
+        help="jobs (default): sbatch on the nodes, results gathered; ssh: pytest over SSH as "
+        "without Slurm, busy hosts run no speed workload (what gpufleet rollout uses)",
     )
     slurm.add_argument("--partition", metavar="NAME", help="default: slurm_partition")
     slurm.add_argument("--reservation", metavar="NAME", help="default: slurm_reservation")
@@ -184,9 +173,6 @@ def _slurm_flags_problem(args: argparse.Namespace) -> str:
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
-    if args.dispatch == "jobs" and os.environ.get(JOBS_ENV) != "experimental":
-        print(JOBS_UNFINISHED, file=sys.stderr)
-        return 2
     if args.list_checks:
         if args.tier == "cluster":
             parser.error("--list-checks lists the quick and full tiers' checks")

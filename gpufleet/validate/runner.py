@@ -191,7 +191,8 @@ def run_hosts(
     selects = {run.alias: selection.expression for run in pending}
     slurm = None
     as_jobs = getattr(args, "scheduler", "none") == "slurm"
-    as_jobs = as_jobs and getattr(args, "dispatch", "ssh") == "jobs"  # the CLI's default
+    # The CLI always says; a caller that does not (rollout) keeps the SSH dispatch.
+    as_jobs = as_jobs and getattr(args, "dispatch", "ssh") == "jobs"
     out = sys.stderr if getattr(args, "json", False) else sys.stdout  # --json: stdout is JSON
     if getattr(args, "scheduler", "none") == "slurm":  # gpufleet.scheduler.validate_hook
         from gpufleet.scheduler.validate_hook import SlurmValidate

@@ -56,7 +56,7 @@ def ssh_shell(ssh_config: Path) -> NodeShell:
 def job_options(args: argparse.Namespace, host: InventoryHost) -> JobOptions:
     """Partition, reservation and features: the flags, else the inventory's slurm_* keys."""
     from gpufleet.spec import NodeSpec
-    from validation.expectations import spec_data
+    from validation.verdicts.expectations import spec_data
 
     spec = NodeSpec.from_host_data(spec_data(host.data))
     return JobOptions(
@@ -72,7 +72,7 @@ def node_job(run: HostRun, args: argparse.Namespace, run_id: str) -> NodeJob:
     from gpufleet.spec import NodeSpec
     from gpufleet.stages.python_env import WRAPPER  # the env's Python with its CUDA settings
     from gpufleet.stages.validation_payload import payload_paths
-    from validation.expectations import spec_data
+    from validation.verdicts.expectations import spec_data
 
     spec = NodeSpec.from_host_data(spec_data(run.host.data))
     return NodeJob(

@@ -129,14 +129,22 @@ def unpack(job: NodeJob, data: bytes) -> None:
 
 
 def states_of(submit: Runner, jobs: Sequence[str]) -> dict[str, JobState]:
-    """Every job's state: sacct, or (no accounting storage) slurmctld's own view."""
+    """Every job's state: sacct, or (no accounting storage) slurmctld's own view.
+
+    ``scontrol show job`` takes one job ID, not a list ("slurm_load_jobs error: Invalid job
+    id specified" for ``1,2,3``, Slurm 21.08), so it is asked for every job it knows and the
+    answer kept to ours. It forgets a job MinJobAge (300 s by default) after the job ends.
+    """
     status, out = submit(batch.sacct_argv(jobs))
     if status == 0:
         return batch.parse_sacct(out)
     if "accounting storage is disabled" not in out:
         raise SchedulerError(f"sacct exited {status}: {out.strip()[:300]}")
-    status, out = submit(["scontrol", "-o", "show", "job", ",".join(jobs)])
-    return parse_show_job(out) if status == 0 or "JobId=" in out else {}
+    status, out = submit(["scontrol", "-o", "show", "job"])
+    if status != 0 and "JobId=" not in out:
+        raise SchedulerError(f"scontrol show job exited {status}: {out.strip()[:300]}")
+    wanted = set(jobs)
+    return {job: state for job, state in parse_show_job(out).items() if job in wanted}
 
 
 def parse_show_job(text: str) -> dict[str, JobState]:
@@ -301,9 +309,16 @@ class SlurmJobs:
                 waited = int(self.clock() - started)
                 late = []
                 for job in active:
+                    seen_before = job.state is not None
                     job.state = states.get(str(job.job_id), job.state)
                     state = job.state
-                    if state is not None and state.ran:
+                    forgotten = seen_before and str(job.job_id) not in states
+                    if forgotten and state is not None:
+                        # Without accounting nothing keeps its final state: "ENDED".
+                        job.state = state = JobState(state.job_id, "ENDED", state.nodes)
+                    if (state is not None and state.ran) or forgotten:
+                        # A job slurmctld no longer lists has ended (MinJobAge): its own
+                        # files on the node say how the suite went, or that it never did.
                         job.extra["gathering"] = True
                         futures.append(pool.submit(pool_gather, job))
                     elif state is not None and state.finished:

@@ -64,6 +64,7 @@ MODULE_ORDER = (
     "test_verdicts_e2e",
     "test_fabric_manager_e2e",
     "test_cluster_srun_e2e",
+    "test_slurm_validate_e2e",
     "test_repo_faults_e2e",
     "test_faults_e2e",
     "test_apt_bound_e2e",

@@ -282,24 +282,11 @@ def test_a_did_not_run_node_is_neither_drained_nor_resumed() -> None:
     assert document_status(document)[0] == "did-not-run"
 
 
-def test_slurm_jobs_are_refused_until_finished(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
-) -> None:
-    from gpufleet.commands import validate as validate_cmd
-
-    monkeypatch.delenv(validate_cmd.JOBS_ENV, raising=False)
-    argv = ["@local", "--scheduler", "slurm", "--dispatch", "jobs", "--results-dir", str(tmp_path)]
-    assert validate_cmd.main(argv) == 2
-    assert "--dispatch jobs" in capsys.readouterr().err
-    assert not list(tmp_path.glob("*/*.json"))  # nothing ran
-
-
 def test_slurm_jobs_need_ssh_hosts_said_per_host_without_a_traceback(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     from gpufleet.commands import validate as validate_cmd
 
-    monkeypatch.setenv(validate_cmd.JOBS_ENV, "experimental")
     code = validate_cmd.main(
         ["@local", "--scheduler", "slurm", "--dispatch", "jobs", "--results-dir", str(tmp_path)]
     )
@@ -345,3 +332,70 @@ def test_ssh_pool_defaults_to_every_host_up_to_the_limit(
     validate_cmd.main(["@local", "-q", "--results-dir", str(tmp_path / "a")])
     validate_cmd.main(["@local", "-q", "--results-dir", str(tmp_path / "b"), "--parallel", "7"])
     assert sizes == [min(1, runner.MAX_PARALLEL), 7]
+
+
+RECORDED = Path(__file__).resolve().parents[1] / "fixtures" / "slurm"
+NO_ACCOUNTING = "Slurm accounting storage is disabled\n"  # sacct, exit 1 (SOURCES.md)
+LIST_REFUSED = "slurm_load_jobs error: Invalid job id specified\n"  # scontrol show job 1,2,3
+
+
+class NoAccountingSlurm:
+    """A cluster without accounting storage, answering as the recorded Slurm 21.08.5 did:
+    sacct refuses, ``scontrol -o show job ID,ID`` refuses the list, ``scontrol -o show job``
+    lists every job it still knows (the recorded output, jobs 1-3 COMPLETED)."""
+
+    def __init__(self, forget_after_polls: int | None = None) -> None:
+        self.shown = (RECORDED / "scontrol-o-show-job-21.08.5.txt").read_text()
+        self.polls = 0
+        self.forget_after = forget_after_polls
+        self.calls: list[list[str]] = []
+
+    def __call__(self, argv: Sequence[str]) -> tuple[int, str]:
+        self.calls.append(list(argv))
+        if argv[:2] == ["sh", "-c"]:
+            nodes = re.findall(r"--nodelist=(\S+)", argv[2])
+            return 0, "".join(f"{n}\t{i + 1}\n" for i, n in enumerate(nodes))
+        if argv[0] == "sacct":
+            return 1, NO_ACCOUNTING
+        if list(argv[:4]) == ["scontrol", "-o", "show", "job"]:
+            if len(argv) > 4:
+                return 1, LIST_REFUSED
+            self.polls += 1
+            if self.polls == 1:  # the first poll: the jobs still run
+                return 0, self.shown.replace("JobState=COMPLETED", "JobState=RUNNING")
+            if self.forget_after is not None and self.polls > self.forget_after:
+                return 0, ""  # MinJobAge passed: slurmctld lists them no more
+            return 0, self.shown
+        if argv[0] == "scancel":
+            return 0, ""
+        return 1, f"unexpected {argv}"
+
+
+@pytest.mark.parametrize("forget", [None, 1], ids=["listed", "forgotten-after-running"])
+def test_without_accounting_the_recorded_scontrol_answer_ends_every_job(
+    tmp_path: Path, forget: int | None
+) -> None:
+    """The first sandbox run waited 300 s on jobs that had completed in 53 s and cancelled
+    them: it asked ``scontrol show job 1,2,3``, which real Slurm refuses."""
+    names = ["gfsb-h1", "gfsb-h2", "gfsb-h3"]
+    runs = make_runs(tmp_path, names)
+    slurm = NoAccountingSlurm(forget_after_polls=forget)
+
+    def shell(run: HostRun, command: str, _stdin: bytes) -> tuple[int, bytes]:
+        return (0, results_tar(run.host.name, "pass")) if command.startswith("cd -- ") else (0, b"")
+
+    ended: list[str] = []
+    slept: list[float] = []
+    jobs = SlurmJobs(slurm, shell, JobOptions(), sleep=slept.append, log=lambda _m: None)
+    spool = f"/var/lib/gpufleet/slurm-validate/{RUN_ID}"
+    node_jobs = [
+        NodeJob(r, spool, "/opt/p/current", "/usr/local/bin/gpufleet-python") for r in runs
+    ]
+    jobs.run(node_jobs, **run_arguments(runs, ended.append))
+    assert sorted(ended) == names
+    assert all(r.document is not None and not r.document.get("did_not_run") for r in runs)
+    assert [c for c in slurm.calls if c[0] == "scancel"] == []
+    assert all(c == ["scontrol", "-o", "show", "job"] for c in slurm.calls if c[0] == "scontrol")
+    assert len(slept) == 1  # one poll while they ran, then each was gathered
+    want = "ENDED" if forget else "COMPLETED"
+    assert {r.document["slurm_job"]["state"] for r in runs if r.document} == {want}
