@@ -17,9 +17,9 @@ TREE_DIR = "pci-devices"
 MOUNT_POINT = "/sys/bus/pci/devices"
 NVIDIA_VENDOR = "0x10de"
 
-# lspci's class names (pciutils' pci.ids) as the kernel prints the function's class file:
-# base class, subclass, programming interface. Plain lspci does not show the programming
-# interface; 00 is assumed (see records/pci/SOURCES.md).
+# lspci's class names as the kernel prints the function's class file: base class, subclass
+# (hgx-h100-rhel.txt, `lspci -nn`, prints both: "Bridge [0680]", "3D controller [0302]"),
+# programming interface (00 assumed: lspci shows it only with -v; records/pci/SOURCES.md).
 SYSFS_CLASS = {
     "VGA compatible controller": "0x030000",
     "3D controller": "0x030200",
