@@ -56,7 +56,10 @@ def test_the_host_sees_the_recorded_nvswitches_on_its_bus(sandbox: Sandbox) -> N
     assert listed.stdout.splitlines() == [f"{slot} 0x10de 0x068000 0x22a3" for slot in SWITCHES], (
         listed.stdout
     )
-    assert sandbox.ssh(HOST, "touch /sys/bus/pci/devices/x").returncode != 0  # read-only
+    mounted = sandbox.ssh(
+        HOST, "awk '$5 == \"/sys/bus/pci/devices\" {print $6}' /proc/self/mountinfo"
+    ).stdout.split()
+    assert mounted and mounted[-1].split(",")[0] == "ro", mounted  # the bind, read-only
 
 
 def test_the_real_fabric_manager_package_is_installed_held_and_the_virtual_name_never(
