@@ -61,6 +61,14 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="HOST",
         help="with --from-snapshot: HOST starts bare all the same (repeat it)",
     )
+    up.add_argument(
+        "--pci-record",
+        action="append",
+        metavar="HOST=NAME",
+        help="HOST boots with recorded PCI listing NAME's NVSwitch bridges mounted read-only "
+        "over its /sys/bus/pci/devices (gpufleet/sandbox/records/pci; e.g. gfsb-h1=hgx-h100; "
+        "repeat it)",
+    )
     snap = sub.add_parser(
         "snapshot",
         parents=[flags],

@@ -8,8 +8,15 @@ import sys
 import time
 from pathlib import Path
 
-from gpufleet.sandbox import fleet, hostctl, procs
-from gpufleet.sandbox.state import STATE_DIR, SandboxError, SandboxState, load_state
+from gpufleet.sandbox import fleet, hostctl, pci_record, procs
+from gpufleet.sandbox.state import (
+    STATE_DIR,
+    SandboxError,
+    SandboxState,
+    check_host_count,
+    host_name,
+    load_state,
+)
 
 EPILOG = """\
 Hosts are systemd-nspawn containers booted with systemd, one network namespace each
@@ -42,6 +49,10 @@ def record_up(state: SandboxState, seconds: float, log: Path = UPS_LOG) -> None:
 
 def cmd_up(args: argparse.Namespace) -> int:
     started = time.monotonic()
+    pci = pci_record.parse_assignments(getattr(args, "pci_record", None) or ())
+    # Before anything starts or an earlier sandbox is stopped: a wrong host or name costs nothing.
+    names = [host_name(i) for i in range(1, check_host_count(args.hosts) + 1)]
+    pci_record.check_assignments(pci, names)
     state = fleet.up(
         args.hosts,
         args.image,
@@ -49,6 +60,7 @@ def cmd_up(args: argparse.Namespace) -> int:
         slurm=getattr(args, "slurm", False),
         from_snapshot=getattr(args, "from_snapshot", None),
         bare=getattr(args, "bare", None) or (),
+        pci_records=pci,
     )
     elapsed = time.monotonic() - started
     record_up(state, elapsed)

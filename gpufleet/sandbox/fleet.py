@@ -7,7 +7,7 @@ import shutil
 import socket
 import sys
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -115,15 +115,16 @@ def start_supervisor(name: str, state_dir: Path) -> int:
 
 
 def start_host(
-    index: int, root_image: Path, state_dir: Path, layers: list[Path] | None = None
+    index: int, root_image: Path, state_dir: Path, layers: list[Path] | None = None, pci: str = ""
 ) -> HostState:
-    """Give host `index` its network, root (over a snapshot's `layers`, if any) and identity,
-    and start its supervisor."""
+    """Give host `index` its network, root (over a snapshot's `layers`, if any), identity and
+    PCI bus (recorded listing `pci`, if any), and start its supervisor."""
     name, address = host_name(index), host_address(index)
     network.create_host_network(name, address, network.owner_tag(state_dir))
-    hosts.prepare_host(name, address, root_image, state_dir, layers or [])
+    hosts.prepare_host(name, address, root_image, state_dir, layers or [], pci)
     return HostState(
         layers=[str(layer) for layer in layers or []],
+        pci_record=pci,
         name=name,
         address=address,
         ssh_key=str(hosts.client_key(state_dir)),
@@ -234,13 +235,13 @@ def up(
     slurm: bool = False,
     from_snapshot: str | None = None,
     bare: Sequence[str] = (),
+    pci_records: Mapping[str, str] | None = None,
     state_dir: Path = STATE_DIR,
     cache: Path = CACHE_DIR,
     log: Log = print,
 ) -> SandboxState:
     """Bring up `count` hosts (after cleaning up whatever a crash left), each on its disk in
-    snapshot `from_snapshot` when that has one and it is not named in `bare`; return the new
-    state."""
+    `from_snapshot` if kept there and not in `bare`, its bus from `pci_records`; the new state."""
     check_host_count(count)
     check_prerequisites()
     check_inotify(count)
@@ -250,7 +251,7 @@ def up(
         image_name = kept.image
         kept.hosts = [name for name in kept.hosts if name not in bare]
     with procs.exclusive(state_dir / ".lock", "sandbox", log):
-        return _up(count, image_name, standins, state_dir, cache, log, slurm=slurm, kept=kept)
+        return _up(count, image_name, standins, state_dir, cache, log, slurm, kept, pci_records)
 
 
 def _up(
@@ -260,9 +261,9 @@ def _up(
     state_dir: Path,
     cache: Path,
     log: Log,
-    *,
     slurm: bool = False,
     kept: SnapshotMeta | None = None,
+    pci: Mapping[str, str] | None = None,
 ) -> SandboxState:
     leftovers = _down(state_dir, lambda _m: None)
     if leftovers:
@@ -291,7 +292,8 @@ def _up(
         save_state(state, state_dir)
         for index in range(1, count + 1):
             layers = snapshots.layers_of(kept, host_name(index), state_dir) if kept else []
-            state.hosts.append(start_host(index, root_image, state_dir, layers))
+            record = (pci or {}).get(host_name(index), "")
+            state.hosts.append(start_host(index, root_image, state_dir, layers, record))
             save_state(state, state_dir)
         hosts.known_hosts_file(state_dir).write_text(
             "".join(hosts.known_hosts_line(h.name, h.address, state_dir) for h in state.hosts)

@@ -8,6 +8,7 @@ import subprocess
 from collections.abc import Sequence
 from pathlib import Path
 
+from gpufleet.sandbox import pci_record
 from gpufleet.sandbox.state import STATE_DIR, SandboxError
 
 
@@ -78,17 +79,21 @@ def prepare_host(
     image: Path,
     state_dir: Path = STATE_DIR,
     layers: Sequence[Path] = (),
+    pci: str = "",
 ) -> Path:
     """Mount a fresh overlay root for `name` and give it its identity; return the root.
 
     Each `up` starts from a clean upper layer over `layers` (a snapshot of the host, topmost
-    first) and the base image: bare hosts without layers.
+    first) and the base image: bare hosts without layers. `pci` names the recorded PCI listing
+    whose tree the host boots with over its /sys/bus/pci/devices (pci_record.py), if any.
     """
     base = host_dir(name, state_dir)
     shutil.rmtree(base, ignore_errors=True)
     upper, work, root = base / "upper", base / "work", base / "root"
     for path in (upper, work, root):
         path.mkdir(parents=True)
+    if pci:
+        pci_record.host_tree(base, pci)
     proc = subprocess.run(
         overlay_mount_command([*layers, image], upper, work, root), capture_output=True, text=True
     )

@@ -70,6 +70,8 @@ class HostState:
     netns_inode: int | None = None
     # snapshot layers its root mounts between its own changes and the base image (snapshot.py)
     layers: list[str] = field(default_factory=list)
+    # the recorded PCI listing its /sys/bus/pci/devices shows (pci_record.py); empty: the real bus
+    pci_record: str = ""
 
 
 @dataclass

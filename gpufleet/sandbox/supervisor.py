@@ -20,7 +20,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from types import FrameType
 
-from gpufleet.sandbox import cgroups, leader
+from gpufleet.sandbox import cgroups, leader, pci_record
 from gpufleet.sandbox.network import NETNS_DIR
 
 CLONE_NEWTIME = 0x80  # <linux/sched.h>; time namespaces since Linux 5.6
@@ -30,12 +30,15 @@ SHUTDOWN_TIMEOUT_S = 30.0
 MAX_REBOOTS_PER_MINUTE = 10
 
 
-def nspawn_command(name: str, root: Path) -> list[str]:
+def nspawn_command(name: str, root: Path, pci_devices: Path | None = None) -> list[str]:
     """systemd-nspawn booting `root` with systemd as PID 1 inside network namespace `name`.
 
     The host's root keeps CAP_NET_ADMIN, as a server's root has: it acts on the host's own
     network namespace only, and the cluster tier needs it to add its nftables table. (nspawn
-    grants it with --private-network, but not with --network-namespace-path.)"""
+    grants it with --private-network, but not with --network-namespace-path.)
+    `pci_devices` (a recorded listing's tree, pci_record.py) is mounted read-only over the
+    host's /sys/bus/pci/devices: nspawn binds it after mounting the container's /sys."""
+    bind = [f"--bind-ro={pci_devices}:{pci_record.MOUNT_POINT}"] if pci_devices else []
     return [
         "systemd-nspawn",
         f"--directory={root}",
@@ -46,6 +49,7 @@ def nspawn_command(name: str, root: Path) -> list[str]:
         "--capability=CAP_NET_ADMIN",
         "--link-journal=no",
         "--console=read-only",
+        *bind,
         "--boot",
     ]
 
@@ -100,7 +104,7 @@ class Supervisor:
             if not self.cgroups:
                 log(f"{self.name}: no cgroup of its own could be made; booting in this one")
         self.child = subprocess.Popen(
-            nspawn_command(self.name, self.root),
+            nspawn_command(self.name, self.root, pci_record.tree_of(self.root)),
             stdin=subprocess.DEVNULL,
             preexec_fn=self.preexec,
         )

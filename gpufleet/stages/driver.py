@@ -194,11 +194,7 @@ def _remove_other_drivers(plan: NodePlan) -> None:
             commands=[f"{shlex.quote(host_state.runfile_uninstaller)} --silent"],
         )
     replace_all = plan.spec.replace_foreign_driver and foreign_driver(plan) is not None
-    old = sorted(
-        name
-        for name, version in host_state.packages.items()
-        if replace_all or branch_of_package_version(version) not in (None, branch)
-    )
+    old = sorted(host_state.packages) if replace_all else host_state.other_branch_packages(branch)
     if old:
         gpufleet_apt.remove(
             name="remove the previous driver (another branch or a foreign one)",

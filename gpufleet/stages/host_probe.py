@@ -15,7 +15,11 @@ from gpufleet.matrix import gpu_by_device_id
 DRIVER_MARKER = "/etc/gpufleet/driver-branch"
 
 # Packages whose version names the installed driver (Ubuntu/Debian distro driver packages and
-# NVIDIA's repository metapackages alike).
+# NVIDIA's repository metapackages alike), as dpkg-query's glob patterns. The fabric packages
+# follow the driver to the last digit and are replaced with it on a branch change: Fabric
+# Manager, NSCQ and NVSDM, suffixed up to R575 (``libnvidia-nscq-575``) and unsuffixed from
+# R580 (``libnvidia-nscq``), both listed. NVLSM (``nvlsm``) is versioned by its own release,
+# not the driver's, and stays.
 DRIVER_PACKAGE_PATTERNS = (
     "nvidia-driver*",
     "nvidia-open*",
@@ -25,6 +29,8 @@ DRIVER_PACKAGE_PATTERNS = (
     "nvidia-kernel-source*",
     "libnvidia-compute*",
     "nvidia-fabricmanager*",
+    "libnvidia-nscq*",
+    "libnvsdm*",
     "nvidia-driver-pinning*",
     "nvidia-kernel-dkms",
 )
@@ -170,6 +176,19 @@ class HostState:
         """Driver branches named by the versions of installed driver packages."""
         branches = {branch_of_package_version(v) for v in self.packages.values()}
         return {branch for branch in branches if branch is not None}
+
+    def other_branch_packages(self, branch: int) -> list[str]:
+        """Installed driver and fabric packages whose version names a branch other than
+        ``branch``, sorted: what a change to ``branch`` removes before installing.
+
+        Example: on a host of R575 with Fabric Manager, ``other_branch_packages(580) ==
+        ["libnvidia-nscq-575", "nvidia-fabricmanager-575", "nvidia-open-575"]``
+        """
+        return sorted(
+            name
+            for name, version in self.packages.items()
+            if branch_of_package_version(version) not in (None, branch)
+        )
 
     @property
     def distro_driver_packages(self) -> dict[str, str]:

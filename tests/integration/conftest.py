@@ -173,15 +173,20 @@ def running_sandbox(
     slurm: bool = False,
     from_snapshot: str | None = None,
     bare: tuple[str, ...] = (),
+    pci_records: dict[str, str] | None = None,
 ) -> Iterator[Sandbox]:
     """`gpufleet sandbox up` (on `image`, default the sandbox's choice; each host on its disk in
-    `from_snapshot`), yield, then `gpufleet sandbox down` whatever happened."""
+    `from_snapshot`; a host named in `pci_records` on the PCI bus of that recorded listing,
+    gpufleet/sandbox/records/pci), yield, then `gpufleet sandbox down` whatever happened."""
     image_existed = any(images_dir().glob(f"*/{MARKER}"))
     args = ["sandbox", "up", "--hosts", str(hosts)] + ([] if standins else ["--no-standins"])
     args += ["--image", image] if image else []
     args += ["--slurm"] if slurm else []
     args += ["--from-snapshot", from_snapshot] if from_snapshot else []
     args += [arg for name in bare for arg in ("--bare", name)]
+    args += [
+        a for host, name in (pci_records or {}).items() for a in ("--pci-record", f"{host}={name}")
+    ]
     gpufleet("sandbox", "down", timeout=300)  # a sandbox left by someone else is not timed
     started = time.monotonic()
     try:

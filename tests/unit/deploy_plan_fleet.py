@@ -112,6 +112,14 @@ SCENARIOS = {
         packages={"nvidia-driver-pinning-580": "580-1ubuntu1"},
         inventory={"driver_branch": 570},
     ),
+    # Changed from 575 to 580 by a deploy whose probe did not list NSCQ: NVIDIA's 575 NSCQ
+    # (suffixed; 580's is libnvidia-nscq) stayed behind, still on hold.
+    "stale-nscq-575": FakeGpuHost(
+        provisioned=True,
+        gpus=(H100,) * 8,
+        nvswitches=(NVSWITCH_H100,) * 4,
+        packages={"libnvidia-nscq-575": "575.57.08-1"},
+    ),
     "no-gpu": FakeGpuHost(gpus=()),
     "centos": FakeGpuHost(os_id="centos", os_version="7"),
     "small-disk": FakeGpuHost(free_gib=10),

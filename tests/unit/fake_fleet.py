@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import hashlib
 from dataclasses import dataclass, field
+from fnmatch import fnmatchcase
 from pathlib import Path
 from typing import Any
 
@@ -25,7 +26,7 @@ from gpufleet.stages import nccl_tests as nccl_tests_stage
 from gpufleet.stages import nvidia_repo as repo_stage
 from gpufleet.stages import python_env as env_stage
 from gpufleet.stages.cluster_tools import cluster_packages
-from gpufleet.stages.host_probe import DRIVER_MARKER
+from gpufleet.stages.host_probe import DRIVER_MARKER, DRIVER_PACKAGE_PATTERNS
 from gpufleet.stages.node import disk_paths
 from gpufleet.stages.validation_payload import payload_archive, payload_paths
 from gpufleet.templates import render
@@ -143,7 +144,7 @@ class FakeGpuHost:
         lines += [f"{PROBE}nouveau", *(["loaded"] if self.nouveau else [])]
         lines += [f"{PROBE}runfile", *(["/usr/bin/nvidia-uninstall"] if self.runfile else [])]
         lines.append(f"{PROBE}packages")
-        lines += [f"ii  {name} {version}" for name, version in packages.items()]
+        lines += [f"ii  {name} {version}" for name, version in probe_packages(packages).items()]
         lines += [f"{PROBE}held", *held]
         lines += [f"{PROBE}marker", *([str(marker)] if marker else [])]
         lines += [f"{PROBE}gpu_processes", *self.gpu_processes]
@@ -246,6 +247,16 @@ class FakeGpuHost:
         for path in (f"{spec.conda_root}/bin/conda", f"{spec.env_dir}/bin/python"):
             responses[f"if [ -e {path} ]"] = ["yes"]
         return responses
+
+
+def probe_packages(installed: dict[str, str]) -> dict[str, str]:
+    """What the probe's ``dpkg-query -W PATTERN...`` lists of ``installed``: the packages a
+    pattern matches (dpkg matches package names with fnmatch, case-sensitive)."""
+    return {
+        name: version
+        for name, version in installed.items()
+        if any(fnmatchcase(name, pattern) for pattern in DRIVER_PACKAGE_PATTERNS)
+    }
 
 
 def _driver_packages(resolution: matrix.Resolution, nvswitch: bool) -> dict[str, str]:

@@ -150,6 +150,15 @@ def test_pinning_package_of_another_branch_is_removed(fleet_plan):
     ]
 
 
+def test_fabric_packages_of_the_old_branch_are_removed(fleet_plan):
+    """NSCQ follows the driver like Fabric Manager: the probe lists it, so a 575 NSCQ left on
+    a 580 host is removed (with the old patterns the probe never saw it)."""
+    _, changes = fleet_plan
+    assert changes["stale-nscq-575"] == [
+        "gpufleet driver | remove the previous driver (another branch or a foreign one)"
+    ]
+
+
 def test_allowed_foreign_driver_is_removed(fleet_plan):
     _, changes = fleet_plan
     assert (

@@ -56,6 +56,7 @@ def test_state_round_trips_through_json(tmp_path: Path) -> None:
                 supervisor_pid=42,
                 netns_inode=9,
                 layers=["/s/hosts/gfsb-h1"],
+                pci_record="hgx-h100",
             )
         ],
         pids={"apt_proxy": 7},
@@ -72,6 +73,7 @@ def test_state_round_trips_through_json(tmp_path: Path) -> None:
         "supervisor_pid": 42,
         "netns_inode": 9,
         "layers": ["/s/hosts/gfsb-h1"],
+        "pci_record": "hgx-h100",
     }
     assert load_state(tmp_path) == state
     assert not list(tmp_path.glob("*.tmp"))

@@ -34,7 +34,9 @@ sys.exit(3)
 
 def _fake_nspawn(monkeypatch: pytest.MonkeyPatch, script: str, arg: Path) -> None:
     monkeypatch.setattr(
-        supervisor, "nspawn_command", lambda name, root: [sys.executable, "-c", script, str(arg)]
+        supervisor,
+        "nspawn_command",
+        lambda name, root, pci=None: [sys.executable, "-c", script, str(arg)],
     )
 
 
@@ -53,7 +55,7 @@ def test_other_exit_status_ends_supervision(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
     monkeypatch.setattr(
-        supervisor, "nspawn_command", lambda n, r: [sys.executable, "-c", "exit(1)"]
+        supervisor, "nspawn_command", lambda n, r, pci=None: [sys.executable, "-c", "exit(1)"]
     )
     sup = supervisor.Supervisor("gfsb-h1", tmp_path, tmp_path / "nspawn.pid")
     sup.preexec = None  # no time namespace for the stand-in (that needs root)
