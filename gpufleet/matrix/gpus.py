@@ -156,6 +156,37 @@ _MODELS = (
         # siderolabs/extensions#717): gpufleet/matrix/record/SOURCES.md, fm-guide-nvlsm.
         nvlink5_fabric=True,
     ),
+    # Grace superchips (arm64 hosts only; with require_cuda_build the matrix refuses them, as
+    # PyPI's aarch64 TensorFlow has no CUDA). Ids: NVIDIA/gpu-admin-tools gpu/devid_names.py
+    # at v2025.10.20 (0x2342/0x2343/0x2345/0x2348 GH200, 0x2941 GB200; devid_properties.py:
+    # has_c2c, is_sxm). Names and memory as nvidia-smi prints them, quoted in public code:
+    # "NVIDIA GH200 480GB ... 97871MiB" (drivers 535 to 580), "NVIDIA GB200 ... 189471MiB"
+    # (580 to 595). "For cutting-edge platforms such as NVIDIA Grace Hopper or NVIDIA
+    # Blackwell, you must use the open-source GPU kernel modules" (NVIDIA technical blog,
+    # "NVIDIA Transitions Fully Towards Open-Source GPU Kernel Modules", 2024). No datasheet
+    # figures recorded (unverified): validation falls back to relative checks. Device-id
+    # tables quoted in public code name 0x2342 "GH200 120GB/480GB": nvidia-smi's "NVIDIA GH200
+    # 120GB" (the 120 GB LPDDR5X build) is likely the same id, which name lookups miss;
+    # 0x2343, 0x2345 and 0x2348 have no quoted nvidia-smi name and stay out. GB200 NVL
+    # compute trays also need NVIDIA's IMEX (nvidia-imex, gpu-driver-container's
+    # imex_install), which gpufleet does not install: unverified, not modelled here.
+    _gpu(
+        "2342",
+        "NVIDIA GH200 480GB",
+        _NO_DATASHEET,
+        96,
+        **{**_HOPPER, "open_modules": "required"},
+    ),
+    _gpu(
+        "2941",
+        "NVIDIA GB200",
+        _NO_DATASHEET,
+        185,
+        architecture="Blackwell",
+        compute_capability=(10, 0),
+        open_modules="required",
+        min_driver_branch=570,
+    ),
 )
 
 # NVSwitch bridges show up on the PCI bus of HGX A100/H100/H200 boards; their presence means
