@@ -42,7 +42,7 @@ else:  # pragma: no cover - Python 3.10 hosts use the tomli backport, where it i
     try:
         import tomli as tomllib
     except ImportError:  # the workloads on the host only parse JSON documents (parse())
-        tomllib = None
+        tomllib = None  # type: ignore[assignment]  # tomli is installed where mypy runs
 
 SCHEMA = 1
 # The kind of a GPU-less host: CPU figures, for testing the calibration path only.
