@@ -54,6 +54,17 @@ def test_the_fit_finds_fixed_cost_and_per_host_cost() -> None:
     assert model.fit([(2, 8.0)]) == (0.0, 4.0)
 
 
+def test_a_falling_fit_projects_the_largest_measured_figure_not_a_negative_one() -> None:
+    # the sandbox's deploy no-op, 1-3 hosts (CPU s): the first run paid a warm-up
+    assert model.fit([(1, 2.66), (2, 2.27), (3, 2.55)]) == (2.66, 0.0)
+
+
+def test_memory_over_ssh_is_held_by_the_pool_not_the_fleet() -> None:
+    pooled = model.project(samples(), 5000, pool=64, fd_limit=10**6, cpus=2, memory_mib=10**6)
+    assert pooled.rss_mib == pytest.approx(model.project(
+        samples(), 64, pool=64, fd_limit=10**6, cpus=2, memory_mib=10**6).rss_mib)  # fmt: skip
+
+
 def samples(pool_wall: float = 60.0):  # type: ignore[no-untyped-def]
     return [
         model.Sample(1, cpu_s=3.0, rss_mib=120, ssh=1, fds=20, wall_s=pool_wall),
