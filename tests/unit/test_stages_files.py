@@ -141,7 +141,9 @@ def test_host_requirements_carry_pyprojects_pins():
     wanted = {Requirement(r).name: Requirement(r) for r in HOST_REQUIREMENTS}
     assert sorted(wanted) == ["nvidia-ml-py", "tomli"]
     for name, requirement in wanted.items():
-        assert str(requirement) == str(pinned[name])
+        # the same version; pyproject pins tomli on every Python (the payload's runner/ ships
+        # it to 3.10 nodes), the environment only where Python has no tomllib
+        assert requirement.specifier == pinned[name].specifier
     tomli_marker = wanted["tomli"].marker
     assert tomli_marker is not None
     assert tomli_marker.evaluate({"python_version": "3.10"})
