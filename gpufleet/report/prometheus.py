@@ -198,7 +198,8 @@ def _workload_families(doc: Mapping[str, Any]) -> list[Family]:
         "The threshold of a headline figure (a floor, or a ceiling for slowdowns).",
     )
     for item in figures_of(doc):
-        labels = {"workload": item.workload, "variant": item.variant}
+        # figure: the one dotted name (gpufleet.floors.names) thresholds and the report use.
+        labels = {"workload": item.workload, "variant": item.variant, "figure": item.name}
         if item.kind == "speedup":
             speedup.add(item.value, **labels)
             if item.threshold is not None:
@@ -207,9 +208,10 @@ def _workload_families(doc: Mapping[str, Any]) -> list[Family]:
             scaling.add(item.value, **labels)
             if item.threshold is not None:
                 scaling_min.add(item.threshold, **labels)
-        figure.add(item.value, workload=item.workload, metric=item.metric, kind=item.kind)
+        named = {"workload": item.workload, "metric": item.metric, "figure": item.name}
+        figure.add(item.value, kind=item.kind, **named)
         if item.threshold is not None:
-            figure_min.add(item.threshold, workload=item.workload, metric=item.metric)
+            figure_min.add(item.threshold, **named)
     return [verdict, speedup, speedup_min, scaling, scaling_min, figure, figure_min]
 
 
