@@ -23,6 +23,11 @@ from gpufleet.floors.floor_types import Floor
 FIGURE = "gpufleet_workload_figure"  # every headline figure, in its own unit
 SPEEDUP = "gpufleet_speedup_ratio"
 SCALING = "gpufleet_scaling_efficiency_ratio"
+RENAMED_TO = {  # gpufleet.report.metric_units.RENAMED's base-unit names of the judged figures
+    "nccl": "gpufleet_nccl_busbw_bytes_per_second",
+    "cluster_nccl": "gpufleet_cluster_nccl_busbw_bytes_per_second",
+    "link": "gpufleet_cluster_link_bits_per_second",
+}
 
 
 @dataclass(frozen=True)
@@ -74,6 +79,16 @@ def _entries() -> Iterable[FigureName]:
     )
     yield FigureName("allreduce.busbw_fraction_of_nccl_tests", "fraction")
     yield FigureName("input_pipeline.device_busy_fraction", "fraction")
+    # The vendor and cluster figures (nccl-tests, iperf3), each judged against its own floor
+    # (gpufleet.floors.nccl, gpufleet.floors.nccl_cluster, the declared interconnect_gbps);
+    # their textfile names are in base units, the old ones aliases (metric_units.RENAMED).
+    old = ("gpufleet_nccl_busbw_gbps", "busbw_at_largest_gbps")
+    bps = "bytes/s"
+    yield FigureName("nccl_tests.busbw", "GB/s", RENAMED_TO["nccl"], bps, aliases=old)
+    old = ("gpufleet_cluster_nccl_busbw_gbps", "max_busbw_gbps")
+    yield FigureName("cluster.nccl_busbw", "GB/s", RENAMED_TO["cluster_nccl"], bps, aliases=old)
+    old = ("gpufleet_cluster_link_gbps",)
+    yield FigureName("cluster.link_throughput", "Gbit/s", RENAMED_TO["link"], "bits/s", aliases=old)
     yield FigureName("pcie.link_gen", "generation")
     yield FigureName("pcie.link_width", "lanes")
 
@@ -106,6 +121,7 @@ def apply_overrides(floors: Iterable[Floor], overrides: Mapping[str, Any]) -> li
         [1.2]
     """
     out = {f.name: f for f in floors}
+    families = {n.rsplit(".", 1)[0] for n in out}
     for entry in NAMES.values():
         value = overrides.get(entry.inventory_key or "")
         if isinstance(value, bool) or not isinstance(value, (int, float)) or not value:
@@ -116,7 +132,7 @@ def apply_overrides(floors: Iterable[Floor], overrides: Mapping[str, Any]) -> li
             out[entry.name] = replace(
                 found, value=float(value), origin=origin, figure="", source=""
             )
-        elif not any(n.rsplit(".", 1)[0] == entry.name.rsplit(".", 1)[0] for n in out):
+        elif entry.name.rsplit(".", 1)[0] not in families:
             # No floor of this family at all (a model gpufleet has no figures for): the
             # override is the floor; where the family exists, its precisions are the host's.
             out[entry.name] = Floor(entry.name, float(value), entry.unit, origin)
