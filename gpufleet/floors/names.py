@@ -59,7 +59,7 @@ def _entries() -> Iterable[FigureName]:
     for p, policy in (("fp16", "mixed_float16"), ("bf16", "mixed_bfloat16")):
         name = f"mixed_precision.speedup.{p}"
         old = (f"mixed_precision/{name}", f"mixed_precision/{policy}_speedup")
-        yield FigureName(name, "x", SPEEDUP, "ratio", aliases=old)
+        yield FigureName(name, "x", SPEEDUP, "ratio", f"mixed_precision_{p}_speedup_min", old)
     for p in ("fp32", "tf32", "fp16", "bf16"):
         for what, unit in (("fraction_of_peak", "fraction"), ("tflops", "TFLOP/s")):
             old = (f"gemm/{p}_{what}", f"gemm.{p}_{what}", f"{what}.{p}")
@@ -69,7 +69,8 @@ def _entries() -> Iterable[FigureName]:
         "fraction",
         SCALING,
         "ratio",
-        aliases=("mirrored/scaling_efficiency",),
+        "mirrored_scaling_efficiency_min",
+        ("mirrored/scaling_efficiency",),
     )
     yield FigureName("mirrored.gpu_utilization_pct", "%")
     yield FigureName("mirrored.gpu_utilization_spread_pct", "%")
@@ -105,6 +106,12 @@ def canonical(workload: str, metric: str) -> str | None:
         if candidate in ALIASES:
             return ALIASES[candidate]
     return None
+
+
+def name_of_key(key: str) -> str:
+    """The canonical name of a report key ``WORKLOAD/METRIC``; else the key itself."""
+    workload, _, metric = key.partition("/")
+    return (canonical(workload, metric) if metric else None) or key
 
 
 def resolve(name: str) -> str:

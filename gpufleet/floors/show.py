@@ -96,7 +96,7 @@ def _print_host(kind: HostKind, floors: list[Floor], as_json: bool) -> int:
     )
     for name, value, source in suite:
         sets = set_by(name)
-        floor = f" (the floor of {', '.join(sets)} when set)" if sets else ""
+        floor = f" (an inventory value sets the floor of {', '.join(sets)})" if sets else ""
         print(f"{name:42} {value:>10g}  {source}{floor}")
     return 0
 

@@ -23,6 +23,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+from gpufleet.floors.names import name_of_key
 from gpufleet.report.figures import figures_of, number
 from gpufleet.report.metric_units import RENAMED, base_unit_help, deprecated_help
 from gpufleet.report.prometheus_vendor import vendor_families
@@ -306,9 +307,11 @@ def _regression_families(regression: Mapping[str, Any] | None) -> list[Family]:
         "The figure's CUSUM of shortfalls against its baseline, in run-to-run sds.",
     )
     for key, figure in sorted((regression.get("figures") or {}).items()):
-        regressed.add(figure.get("status") == "regressed", figure=key)
+        # figure: the dotted name the workload families use; key: the baseline's own.
+        labels = {"figure": name_of_key(key), "key": key}
+        regressed.add(figure.get("status") == "regressed", **labels)
         if number(figure.get("statistic")) is not None:
-            cusum.add(float(figure["statistic"]), figure=key)
+            cusum.add(float(figure["statistic"]), **labels)
     return [state, runs, regressed, cusum]
 
 

@@ -27,7 +27,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from gpufleet.floors.names import canonical
+from gpufleet.floors.names import name_of_key
 from gpufleet.report.figures import figures_of
 from gpufleet.report.schema import ResultsSchemaError, validate_results
 from gpufleet.validate.regression import (
@@ -247,10 +247,7 @@ def _value(document: Mapping[str, Any], key: str) -> float | None:
 def margin_of(key: str, margins: Mapping[str, float], default: float) -> float:
     """The margin for figure ``key`` (WORKLOAD/METRIC): given by that key, else by the figure's
     dotted name (``xla.speedup.amp``, gpufleet.floors.names), else ``default``."""
-    if key in margins:
-        return margins[key]
-    name = canonical(*key.split("/", 1)) if "/" in key else None
-    return margins.get(name or key, default)
+    return margins.get(key, margins.get(name_of_key(key), default))
 
 
 def compare_history(

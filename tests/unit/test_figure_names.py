@@ -21,6 +21,7 @@ from gpufleet.floors.names import ALIASES, FIGURE, NAMES, apply_overrides, canon
 from gpufleet.report.figures import figures_of
 from gpufleet.report.metric_units import RENAMED
 from gpufleet.report.prometheus import render
+from gpufleet.validate.baseline import margin_of
 from tests.conftest import REPO_ROOT
 from tests.unit.test_metric_names import written_names
 from validation.verdicts.thresholds import load_thresholds
@@ -65,7 +66,7 @@ def test_thresholds_rows_are_registry_names(capsys: pytest.CaptureFixture) -> No
     assert "xla.speedup.amp" in rows and set(rows) <= set(NAMES)
     # The inventory keys that set a floor are thresholds the inventory may give.
     keys = {e.inventory_key for e in NAMES.values() if e.inventory_key}
-    assert keys == {"xla_speedup_min", "allreduce_busbw_min_gbps"}
+    assert {"xla_speedup_min", "allreduce_busbw_min_gbps"} <= keys
     assert keys <= set(load_thresholds(None, None))
 
 
@@ -127,3 +128,15 @@ def test_xla_speedup_min_sets_the_xla_floors(tmp_path: Path, capsys: pytest.Capt
     assert thresholds([*argv, "--interconnect", "single_gpu", "--json"]) == 0
     shown = {f["name"]: f for f in json.loads(capsys.readouterr().out)["floors"]}
     assert shown["xla.speedup.amp"]["value"] == 1.2
+
+
+def test_a_margin_and_a_regression_take_the_dotted_name() -> None:
+    key = "gemm/fp16_fraction_of_peak"  # the baseline's key of gemm.fraction_of_peak.fp16
+    assert margin_of(key, {"gemm.fraction_of_peak.fp16": 0.25}, 0.1) == 0.25
+    assert margin_of(key, {key: 0.3, "gemm.fraction_of_peak.fp16": 0.25}, 0.1) == 0.3
+    assert margin_of("xla/speedup", {"xla.speedup.amp": 0.25}, 0.1) == 0.1  # another figure
+    doc = recorded(RECORDED[0])
+    state = {"state": "regressed", "runs": 5, "wanted": 5}
+    text = render(doc, regression={**state, "figures": {key: {"status": "regressed"}}})
+    line = 'gpufleet_figure_regressed{figure="gemm.fraction_of_peak.fp16",key="' + key + '"} 1'
+    assert line in text.splitlines()
