@@ -58,7 +58,7 @@ def _entries() -> Iterable[FigureName]:
         yield FigureName(name, "x", SPEEDUP, "ratio", "xla_speedup_min", (f"xla/{name}",))
     for p, policy in (("fp16", "mixed_float16"), ("bf16", "mixed_bfloat16")):
         name = f"mixed_precision.speedup.{p}"
-        old = (f"mixed_precision/{name}", f"mixed_precision/{policy}_speedup")
+        old: tuple[str, ...] = (f"mixed_precision/{name}", f"mixed_precision/{policy}_speedup")
         yield FigureName(name, "x", SPEEDUP, "ratio", f"mixed_precision_{p}_speedup_min", old)
     for p in ("fp32", "tf32", "fp16", "bf16"):
         for what, unit in (("fraction_of_peak", "fraction"), ("tflops", "TFLOP/s")):
