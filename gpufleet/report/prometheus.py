@@ -307,8 +307,7 @@ def _regression_families(regression: Mapping[str, Any] | None) -> list[Family]:
         "The figure's CUSUM of shortfalls against its baseline, in run-to-run sds.",
     )
     for key, figure in sorted((regression.get("figures") or {}).items()):
-        # figure: the dotted name the workload families use; key: the baseline's own.
-        labels = {"figure": name_of_key(key), "key": key}
+        labels = {"figure": name_of_key(key), "key": key}  # the dotted name; the baseline's
         regressed.add(figure.get("status") == "regressed", **labels)
         if number(figure.get("statistic")) is not None:
             cusum.add(float(figure["statistic"]), **labels)
