@@ -50,7 +50,8 @@ def build_parser() -> argparse.ArgumentParser:
         action="append",
         default=[],
         metavar="KEY=FRACTION",
-        help="margin for one figure, e.g. xla/speedup=0.2 (repeatable)",
+        help="margin for one figure, by its dotted name or WORKLOAD/METRIC, "
+        "e.g. xla.speedup.amp=0.2 (repeatable)",
     )
     parser.add_argument("--title", default="gpufleet report", help="the HTML page's title")
     return parser

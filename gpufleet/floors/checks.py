@@ -7,6 +7,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from gpufleet.floors.derived import OUTLIER_BELOW_MEDIAN, Floor, FloorError
+from gpufleet.floors.names import canonical, resolve
 
 Number = (int, float)  # a tuple: isinstance on Python 3.9 hosts (no int | float there)
 
@@ -125,7 +126,11 @@ def figures_from(doc: object) -> dict[str, object]:
     out: dict[str, object] = {}
     for name, value in metrics.items():
         key = f"{prefix}.{name}" if prefix and "." not in name else str(name)
-        out[key] = value
+        # An old spelling (gemm's fp16_fraction_of_peak, its minimum) as the floor's own name;
+        # the per-GPU map (fraction_of_peak.fp16) wins over that minimum.
+        key = canonical(prefix or "", str(name)) or resolve(key)
+        if not isinstance(out.get(key), dict):
+            out[key] = value
     return out
 
 

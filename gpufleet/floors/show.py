@@ -12,6 +12,7 @@ from gpufleet.floors import calibration
 from gpufleet.floors.checks import Verdict, figures_from, judge
 from gpufleet.floors.derived import Floor, FloorError, floors_for
 from gpufleet.floors.host import HostKind
+from gpufleet.floors.names import apply_overrides, set_by
 
 
 def host_floors(args: argparse.Namespace) -> list[Floor]:
@@ -94,7 +95,9 @@ def _print_host(kind: HostKind, floors: list[Floor], as_json: bool) -> int:
         "then the inventory's thresholds):"
     )
     for name, value, source in suite:
-        print(f"{name:42} {value:>10g}  {source}")
+        sets = set_by(name)
+        floor = f" (an inventory value sets the floor of {', '.join(sets)})" if sets else ""
+        print(f"{name:42} {value:>10g}  {source}{floor}")
     return 0
 
 
@@ -109,6 +112,8 @@ def run(args: argparse.Namespace) -> int:
             args.gpu_model, args.gpu_count = kind.gpu_model, kind.gpu_count
             args.interconnect, args.calibration = kind.interconnect, kind.calibration
         floors = host_floors(args)
+        if kind is not None:  # the inventory's thresholds that set a floor (xla_speedup_min)
+            floors = apply_overrides(floors, kind.thresholds)
         verdicts = judge(floors, _load_figures(args.judge)) if args.judge else None
         if verdicts is None and kind is not None:
             return _print_host(kind, floors, args.json)

@@ -6,6 +6,7 @@ import ast
 import re
 from pathlib import Path
 
+from gpufleet.floors.names import NAMES
 from gpufleet.reference.markdown import page, table
 from gpufleet.report.metric_units import RENAMED, base_unit_help
 
@@ -63,6 +64,35 @@ Every metric gpufleet writes, all gauges, in node_exporter's textfile format. Th
 the dashboard and the alert rules: [../howto/monitoring.md](../howto/monitoring.md)."""
 
 
+NAMES_INTRO = """\
+## Figure names
+
+One dotted name per judged figure (gpufleet/floors/names.py): `gpufleet thresholds` prints its
+floor under it, the report shows it (`gpufleet report --json`: `name`; `key` stays the
+baseline's WORKLOAD/METRIC), and the textfile writes a workload's figure with it as the
+`figure` label, in the family below and in `gpufleet_workload_figure` (the nccl-tests and
+cluster families are the figure's own). `--figure-margin` and `thresholds --judge` take it or
+an old name; the old names are aliases for one release. The inventory key is the
+`thresholds` entry that sets this floor over the published one and calibration (0: not set)."""
+
+
+def figure_names() -> str:
+    """The figure-name table: name, unit, inventory key, textfile family, old names."""
+    rows = [
+        [
+            f"`{e.name}`",
+            e.unit,
+            f"`{e.inventory_key}`" if e.inventory_key else "",
+            f"`{e.prometheus}` ({e.prometheus_unit})" if e.prometheus else "not written",
+            ", ".join(f"`{a}`" for a in e.aliases),
+        ]
+        for e in sorted(NAMES.values(), key=lambda e: e.name)
+    ]
+    head = ["figure", "unit", "inventory key", "textfile family", "old names (aliases)"]
+    return NAMES_INTRO + "\n\n" + table(head, rows)
+
+
 def render() -> str:
     rows = [[f"`{name}`", text, where] for name, (text, where) in metrics().items()]
-    return page("Prometheus metrics", INTRO, table(["metric", "meaning", "written to"], rows))
+    metrics_table = table(["metric", "meaning", "written to"], rows)
+    return page("Prometheus metrics", INTRO, metrics_table, figure_names())

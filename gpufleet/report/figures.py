@@ -19,6 +19,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from gpufleet.floors.names import canonical
+
 # Figure kinds and the unit a person reads them in.
 KIND_UNITS = {
     "speedup": "x",
@@ -153,6 +155,12 @@ class Figure:
     def key(self) -> str:
         """Stable name across runs: ``mixed_precision/mixed_float16_speedup``."""
         return f"{self.workload}/{self.metric}"
+
+    @property
+    def name(self) -> str:
+        """The figure's one dotted name (gpufleet.floors.names), the one ``gpufleet thresholds``
+        and the Prometheus ``figure`` label use: ``xla.speedup.amp``; else ``key``."""
+        return canonical(self.workload, self.metric) or self.key
 
     @property
     def unit(self) -> str:

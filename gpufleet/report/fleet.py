@@ -246,6 +246,7 @@ def load_fleet(
 def figure_dict(item: Figure) -> dict[str, Any]:
     return {
         "key": item.key,
+        "name": item.name,  # the one dotted name (gpufleet.floors.names)
         "kind": item.kind,
         "variant": item.variant,
         "value": item.value,

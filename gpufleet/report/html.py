@@ -62,7 +62,7 @@ def figure_cell(item: Figure | None) -> dict[str, Any]:
         "text": format_value(item.value, item.unit),
         "threshold": threshold,
         "state": state,
-        "title": f"{item.key} = {item.value:.4g}{ci}{note}",
+        "title": f"{item.name} = {item.value:.4g}{ci}{note}",
     }
 
 
@@ -212,10 +212,12 @@ def render_html(fleet: Fleet, *, title: str = "gpufleet report") -> str:
     """The whole report as one HTML document (plots inline, styles inline)."""
     check_names = fleet.check_names
     figure_keys: list[str] = []
+    figure_names: dict[str, str] = {}  # key -> the one dotted name the header shows
     for host in fleet.hosts:
         for item in host.figures:
             if item.key not in figure_keys:
                 figure_keys.append(item.key)
+                figure_names[item.key] = item.name
     hosts = [host_context(h, check_names, figure_keys) for h in fleet.hosts]
     counts = {
         "hosts": len(hosts),
@@ -243,6 +245,7 @@ def render_html(fleet: Fleet, *, title: str = "gpufleet report") -> str:
         columns=check_columns(check_names),
         groups=groups,
         figure_keys=figure_keys,
+        figure_names=figure_names,
         hosts=hosts,
         speedups_svg=Markup(plots.speedups_svg(fleet)),
         scaling_svg=Markup(plots.scaling_svg(fleet)),

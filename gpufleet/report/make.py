@@ -15,7 +15,8 @@ from gpufleet.validate.results import writable_file_problem
 
 
 def parse_margins(items: Sequence[str]) -> dict[str, float]:
-    """``["xla/speedup=0.2"]`` -> ``{"xla/speedup": 0.2}``; BaselineError names a bad one."""
+    """``["xla.speedup.amp=0.2"]`` -> ``{"xla.speedup.amp": 0.2}``; BaselineError names a bad
+    one."""
     margins = {}
     for item in items:
         key, sep, value = item.partition("=")
@@ -25,8 +26,9 @@ def parse_margins(items: Sequence[str]) -> dict[str, float]:
             sep = ""
         if not sep or not key.strip():
             raise BaselineError(
-                f"--figure-margin {item!r} is not KEY=FRACTION (e.g. xla/speedup=0.2; keys are "
-                "WORKLOAD/METRIC as `gpufleet report --json` lists them)"
+                f"--figure-margin {item!r} is not KEY=FRACTION (e.g. xla.speedup.amp=0.2; keys "
+                "are the figure's dotted name or WORKLOAD/METRIC, as `gpufleet report --json` "
+                "lists them under name and key)"
             )
     return margins
 
@@ -94,14 +96,16 @@ def run(args: argparse.Namespace) -> int:
         return _fail(str(exc))
     except OSError as exc:
         return _fail(f"cannot read {args.results_dir}: {exc.strerror or exc}")
-    unknown = sorted(set(margins) - {f.key for host in fleet.hosts for f in host.figures})
+    figures = [f for host in fleet.hosts for f in host.figures]
+    unknown = sorted(set(margins) - {f.key for f in figures} - {f.name for f in figures})
     if unknown:
-        known = sorted({f.key for host in fleet.hosts for f in host.figures})
+        known = sorted({f.name for f in figures} | {f.key for f in figures})
         close = difflib.get_close_matches(unknown[0], known, n=1, cutoff=0.4)
         hint = f" Did you mean {close[0]!r}?" if close else ""
         return _fail(
             f"--figure-margin {', '.join(unknown)}: no host's figures have that key.{hint} "
-            f"The keys (WORKLOAD/METRIC): {', '.join(known) or '(none: no figures yet)'}"
+            f"The keys (dotted name or WORKLOAD/METRIC): "
+            f"{', '.join(known) or '(none: no figures yet)'}"
         )
     for host in fleet.hosts:  # say it, even where the table has no room for it
         drift_problem = [host.drift.reason] if host.drift and host.drift.status == "error" else []

@@ -23,6 +23,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+from gpufleet.floors.names import name_of_key
 from gpufleet.report.figures import figures_of, number
 from gpufleet.report.metric_units import RENAMED, base_unit_help, deprecated_help
 from gpufleet.report.prometheus_vendor import vendor_families
@@ -198,7 +199,8 @@ def _workload_families(doc: Mapping[str, Any]) -> list[Family]:
         "The threshold of a headline figure (a floor, or a ceiling for slowdowns).",
     )
     for item in figures_of(doc):
-        labels = {"workload": item.workload, "variant": item.variant}
+        # figure: the one dotted name (gpufleet.floors.names) thresholds and the report use.
+        labels = {"workload": item.workload, "variant": item.variant, "figure": item.name}
         if item.kind == "speedup":
             speedup.add(item.value, **labels)
             if item.threshold is not None:
@@ -207,9 +209,10 @@ def _workload_families(doc: Mapping[str, Any]) -> list[Family]:
             scaling.add(item.value, **labels)
             if item.threshold is not None:
                 scaling_min.add(item.threshold, **labels)
-        figure.add(item.value, workload=item.workload, metric=item.metric, kind=item.kind)
+        named = {"workload": item.workload, "metric": item.metric, "figure": item.name}
+        figure.add(item.value, kind=item.kind, **named)
         if item.threshold is not None:
-            figure_min.add(item.threshold, workload=item.workload, metric=item.metric)
+            figure_min.add(item.threshold, **named)
     return [verdict, speedup, speedup_min, scaling, scaling_min, figure, figure_min]
 
 
@@ -304,9 +307,10 @@ def _regression_families(regression: Mapping[str, Any] | None) -> list[Family]:
         "The figure's CUSUM of shortfalls against its baseline, in run-to-run sds.",
     )
     for key, figure in sorted((regression.get("figures") or {}).items()):
-        regressed.add(figure.get("status") == "regressed", figure=key)
+        labels = {"figure": name_of_key(key), "key": key}  # the dotted name; the baseline's
+        regressed.add(figure.get("status") == "regressed", **labels)
         if number(figure.get("statistic")) is not None:
-            cusum.add(float(figure["statistic"]), figure=key)
+            cusum.add(float(figure["statistic"]), **labels)
     return [state, runs, regressed, cusum]
 
 

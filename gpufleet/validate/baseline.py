@@ -27,6 +27,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+from gpufleet.floors.names import name_of_key
 from gpufleet.report.figures import figures_of
 from gpufleet.report.schema import ResultsSchemaError, validate_results
 from gpufleet.validate.regression import (
@@ -243,6 +244,12 @@ def _value(document: Mapping[str, Any], key: str) -> float | None:
     return run_figures(document).get(key, {}).get("value")
 
 
+def margin_of(key: str, margins: Mapping[str, float], default: float) -> float:
+    """The margin for figure ``key`` (WORKLOAD/METRIC): given by that key, else by the figure's
+    dotted name (``xla.speedup.amp``, gpufleet.floors.names), else ``default``."""
+    return margins.get(key, margins.get(name_of_key(key), default))
+
+
 def compare_history(
     baseline: Mapping[str, Any],
     documents: Sequence[Mapping[str, Any]],
@@ -277,7 +284,7 @@ def compare_history(
             [_value(d, key) for d in later],
             higher_is_better=bool(figure.get("higher_is_better", True)),
             absolute=figure.get("kind") in ABSOLUTE_KINDS,
-            drop=per_key.get(key, margin),
+            drop=margin_of(key, per_key, margin),
             what=key.split("/", 1)[-1],
         )
     return verdicts
@@ -332,7 +339,7 @@ def compare(
                 baseline=sum(values) / len(values) if values else None,
                 current=figure.value if figure and figure.applicable else None,
                 change=verdict.change,
-                margin=(margins or {}).get(key, margin),
+                margin=margin_of(key, margins or {}, margin),
                 threshold=figure.threshold if figure else None,
                 meets_threshold=figure.meets_threshold if figure else None,
                 baseline_run_id=",".join(str(r.get("run_id", "")) for r in runs),

@@ -115,3 +115,20 @@ def test_n14_healthy_boards_and_pcie_cards_keep_their_measured_class() -> None:
     assert host_kind(_run(2, model="Tesla T4", topology="pcie_host_bridge"))[2] == (
         "pcie_host_bridge"
     )
+
+
+def test_the_inventory_xla_speedup_min_is_the_xla_floor_the_workload_judges() -> None:
+    # Issue 33: the documented override example set a threshold no workload read.
+    from validation.workloads._common import load_run_limits
+    from validation.workloads._throughput import speed_skip
+
+    run = _run(1, model="NVIDIA A100-SXM4-80GB")
+    run.compute_capability = (8, 0)
+    run.args.thresholds = '{"xla_speedup_min": 1.2}'
+    load_run_limits(run, None)
+    assert speed_skip(run, "xla.speedup.tf32") == (1.2, None)  # judged against the override
+    assert run.config["floors"]["xla.speedup.tf32"]["origin"].startswith("inventory override")
+    run.args.thresholds = None
+    load_run_limits(run, None)
+    _, skip = speed_skip(run, "xla.speedup.tf32")
+    assert skip is not None and skip.startswith("not judged")  # none: reported only

@@ -27,6 +27,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
+from gpufleet.floors.names import apply_overrides
 from validation.host.nvml_sampler import NvmlSampler
 from validation.json_argument import json_object
 from validation.verdicts.harness import FAIL, NOT_APPLICABLE, Verdict, combine
@@ -168,6 +169,9 @@ def load_run_limits(run: Run, calibration: dict[str, Any] | None) -> None:
     overrides = _read_overrides(run.args.thresholds)
     run.thresholds = load_thresholds(run.compute_capability, run.gpu_model, overrides)
     load_floors(run, calibration)
+    # The inventory's thresholds that set a floor (xla_speedup_min): they beat published
+    # floors and calibration, as allreduce_busbw_min_gbps does (gpufleet.floors.names).
+    run.floors = {f.name: f for f in apply_overrides(run.floors.values(), overrides)}
     run.step("devices", ", ".join(f"{d['name']} ({d['model'] or d['type']})" for d in run.devices))
     check_tensorflow_sees_the_gpus(run)
 

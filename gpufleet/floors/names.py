@@ -1,0 +1,151 @@
+"""One dotted name per judged figure: its unit, inventory key, Prometheus family and old names.
+
+The canonical name is the floor's (gpufleet.floors.derived, ``gpufleet thresholds``); the
+report (gpufleet.report.figures ``Figure.name``), the Prometheus ``figure`` label and
+``thresholds --judge`` resolve every old spelling through ``ALIASES`` to it. Standard library
+only: the report and the textfile writer import it on the GPU hosts.
+
+Example:
+    >>> canonical("gemm", "fp16_fraction_of_peak")
+    'gemm.fraction_of_peak.fp16'
+    >>> NAMES["xla.speedup.amp"].inventory_key, NAMES["xla.speedup.amp"].prometheus
+    ('xla_speedup_min', 'gpufleet_speedup_ratio')
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, replace
+from typing import Any
+
+from gpufleet.floors.floor_types import Floor
+
+FIGURE = "gpufleet_workload_figure"  # every headline figure, in its own unit
+SPEEDUP = "gpufleet_speedup_ratio"
+SCALING = "gpufleet_scaling_efficiency_ratio"
+RENAMED_TO = {  # gpufleet.report.metric_units.RENAMED's base-unit names of the judged figures
+    "nccl": "gpufleet_nccl_busbw_bytes_per_second",
+    "cluster_nccl": "gpufleet_cluster_nccl_busbw_bytes_per_second",
+    "link": "gpufleet_cluster_link_bits_per_second",
+}
+
+
+@dataclass(frozen=True)
+class FigureName:
+    """A judged figure: canonical dotted name, unit, and the names other surfaces knew it by.
+
+    ``inventory_key``: the key of the inventory's ``thresholds`` that sets this floor (None:
+    only the published floors and calibration do). ``prometheus``: the family the textfile
+    writes it to, with a ``figure`` label of the canonical name (None: not written).
+    ``aliases``: old names (report keys ``workload/metric``, bare workload metric names).
+    """
+
+    name: str
+    unit: str
+    prometheus: str | None = None
+    prometheus_unit: str = ""
+    inventory_key: str | None = None
+    aliases: tuple[str, ...] = ()
+
+
+def _entries() -> Iterable[FigureName]:
+    for p in ("fp32", "tf32", "amp"):
+        for w, what in (("resnet50", "images_per_s"), ("bert_large", "sequences_per_s")):
+            name = f"{w}.{what}.{p}"
+            unit = what.replace("_per_s", "/s")
+            yield FigureName(name, unit, FIGURE, unit, aliases=(f"{w}/{name}",))
+        name = f"xla.speedup.{p}"
+        yield FigureName(name, "x", SPEEDUP, "ratio", "xla_speedup_min", (f"xla/{name}",))
+    for p, policy in (("fp16", "mixed_float16"), ("bf16", "mixed_bfloat16")):
+        name = f"mixed_precision.speedup.{p}"
+        old: tuple[str, ...] = (f"mixed_precision/{name}", f"mixed_precision/{policy}_speedup")
+        yield FigureName(name, "x", SPEEDUP, "ratio", f"mixed_precision_{p}_speedup_min", old)
+    for p in ("fp32", "tf32", "fp16", "bf16"):
+        for what, unit in (("fraction_of_peak", "fraction"), ("tflops", "TFLOP/s")):
+            old = (f"gemm/{p}_{what}", f"gemm.{p}_{what}", f"{what}.{p}")
+            yield FigureName(f"gemm.{what}.{p}", unit, FIGURE, unit, aliases=old)
+    yield FigureName(
+        "mirrored.scaling_efficiency",
+        "fraction",
+        SCALING,
+        "ratio",
+        "mirrored_scaling_efficiency_min",
+        ("mirrored/scaling_efficiency",),
+    )
+    yield FigureName("mirrored.gpu_utilization_pct", "%")
+    yield FigureName("mirrored.gpu_utilization_spread_pct", "%")
+    old = ("allreduce/busbw_gbps_largest", "allreduce.busbw_gbps_largest")
+    yield FigureName(
+        "allreduce.busbw_gbps", "GB/s", FIGURE, "GB/s", "allreduce_busbw_min_gbps", old
+    )
+    yield FigureName("allreduce.busbw_fraction_of_nccl_tests", "fraction")
+    yield FigureName("input_pipeline.device_busy_fraction", "fraction")
+    # The vendor and cluster figures (nccl-tests, iperf3), each judged against its own floor
+    # (gpufleet.floors.nccl, gpufleet.floors.nccl_cluster, the declared interconnect_gbps);
+    # their textfile names are in base units, the old ones aliases (metric_units.RENAMED).
+    old = ("gpufleet_nccl_busbw_gbps", "busbw_at_largest_gbps")
+    bps = "bytes/s"
+    yield FigureName("nccl_tests.busbw", "GB/s", RENAMED_TO["nccl"], bps, aliases=old)
+    old = ("gpufleet_cluster_nccl_busbw_gbps", "max_busbw_gbps")
+    yield FigureName("cluster.nccl_busbw", "GB/s", RENAMED_TO["cluster_nccl"], bps, aliases=old)
+    old = ("gpufleet_cluster_link_gbps",)
+    yield FigureName("cluster.link_throughput", "Gbit/s", RENAMED_TO["link"], "bits/s", aliases=old)
+    yield FigureName("pcie.link_gen", "generation")
+    yield FigureName("pcie.link_width", "lanes")
+
+
+NAMES: dict[str, FigureName] = {e.name: e for e in _entries()}
+ALIASES: dict[str, str] = {a: e.name for e in NAMES.values() for a in e.aliases}
+
+
+def canonical(workload: str, metric: str) -> str | None:
+    """The canonical name of a workload's metric (its own, prefixed, or an old one), or None."""
+    for candidate in (metric, f"{workload}.{metric}", f"{workload}/{metric}"):
+        if candidate in NAMES:
+            return candidate
+        if candidate in ALIASES:
+            return ALIASES[candidate]
+    return None
+
+
+def name_of_key(key: str) -> str:
+    """The canonical name of a report key ``WORKLOAD/METRIC``; else the key itself."""
+    workload, _, metric = key.partition("/")
+    return (canonical(workload, metric) if metric else None) or key
+
+
+def resolve(name: str) -> str:
+    """``name`` as its canonical spelling where it is an old one; else unchanged."""
+    return ALIASES.get(name, name)
+
+
+def apply_overrides(floors: Iterable[Floor], overrides: Mapping[str, Any]) -> list[Floor]:
+    """The floors with the inventory's ``thresholds`` applied to the figures an inventory key
+    sets (``xla_speedup_min`` -> ``xla.speedup.*``); 0 or unset leaves a floor as it is.
+
+    Example:
+        >>> [f.value for f in apply_overrides([], {"xla_speedup_min": 1.2})][:1]
+        [1.2]
+    """
+    out = {f.name: f for f in floors}
+    families = {n.rsplit(".", 1)[0] for n in out}
+    for entry in NAMES.values():
+        value = overrides.get(entry.inventory_key or "")
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not value:
+            continue
+        origin = f"inventory override: thresholds {entry.inventory_key} = {value:g}"
+        found = out.get(entry.name)
+        if found is not None:
+            out[entry.name] = replace(
+                found, value=float(value), origin=origin, figure="", source=""
+            )
+        elif entry.name.rsplit(".", 1)[0] not in families:
+            # No floor of this family at all (a model gpufleet has no figures for): the
+            # override is the floor; where the family exists, its precisions are the host's.
+            out[entry.name] = Floor(entry.name, float(value), entry.unit, origin)
+    return list(out.values())
+
+
+def set_by(key: str) -> list[str]:
+    """The figures whose floor the threshold key ``key`` sets (empty for most keys)."""
+    return sorted(e.name for e in NAMES.values() if e.inventory_key == key)
