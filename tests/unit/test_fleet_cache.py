@@ -134,6 +134,7 @@ def test_real_apt_cacher_ng_fetches_each_nvidia_file_from_upstream_once(tmp_path
     conf.mkdir()
     text = render(
         "acng-gpufleet.conf.j2",
+        bind="127.0.0.1",
         port=acng_port,
         prefix=derive.NVIDIA_PREFIX,
         upstream=f"http://127.0.0.1:{up_port}/nvidia/",
