@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import base64
 import getpass
+import re
 import shutil
 import socket
 import subprocess
@@ -22,6 +23,7 @@ from gpufleet.sandbox import upstream
 from gpufleet.sandbox.serve import request_log, start_server, stop_server
 from gpufleet.spec import NodeSpec
 from gpufleet.stages import fleet_cache
+from gpufleet.templates import render
 from tests import pyinfra_cli
 from tests.unit.fake_fleet import FakeGpuHost
 from tests.unit.test_fleet_cache import CACHE_HOST, _plan, low_free_port
@@ -55,6 +57,17 @@ def test_rendered_config_binds_the_cache_address_and_forces_managed_downloads() 
     # The Ubuntu archives apt's proxy sends here that the package's mirror list leaves out.
     assert any(line.startswith("Remap-") and "security.ubuntu.com/ubuntu" in line for line in lines)
     assert not any(line.startswith("AdminAuth") for line in lines)  # the secret is elsewhere
+    # Every archive host the clients' apt sends to the cache has a remap with a backend here
+    # (security.debian.org: the package's own Remap-secdeb lists its backends inline).
+    remaps = [line.split(":", 1)[1] for line in lines if line.startswith("Remap-")]
+    assert all(backend.strip() for _urls, _, backend in (r.partition(";") for r in remaps))
+    apt = render("apt-proxy.conf.j2", proxy="", cache_proxy="http://10.0.0.5:3142", direct="x")
+    proxied = re.findall(r'^Acquire::http::Proxy::(\S+) "http://10.0.0.5:3142";$', apt, re.M)
+    assert len(proxied) == 5
+    for archive in set(proxied) - {"security.debian.org"}:
+        assert any(r.partition(";")[0].split()[0].startswith(archive + "/") for r in remaps), (
+            archive
+        )
 
 
 def test_login_script_writes_a_secret_only_into_a_mode_600_file(tmp_path: Path) -> None:
@@ -104,10 +117,10 @@ def _wait_listening(port: int) -> None:
 
 @NEEDS_ACNG
 def test_real_apt_cacher_ng_serves_remaps_only_and_asks_a_login_for_maintenance(tmp_path):
-    """apt-cacher-ng 3.7.4 with the stage's files: NVIDIA's remap and a remap of the Ubuntu
-    lines' shape are fetched; a proxied request naming any other server is refused (403) and
-    never reaches it; maintenance needs the generated login. The stand-in upstream's port is
-    allowed (AllowUserPorts) so that only ForceManaged can refuse."""
+    """apt-cacher-ng 3.7.4 with the stage's files: NVIDIA's remap and the Ubuntu archive (the
+    package's remap, given a backend by ours) are fetched; a proxied request naming any other
+    server is refused (403) and never reaches it; maintenance needs the generated login. The
+    stand-in upstream's port is allowed (AllowUserPorts) so that only ForceManaged refuses."""
     www = tmp_path / "www"
     for path in ("nvidia/ubuntu2204/x86_64/a.deb", "ubuntu/pool/b.deb", "elsewhere/c.deb"):
         (www / path).parent.mkdir(parents=True, exist_ok=True)
@@ -116,10 +129,13 @@ def test_real_apt_cacher_ng_serves_remaps_only_and_asks_a_login_for_maintenance(
     up = f"127.0.0.1:{up_port}"
     conf = tmp_path / "conf"
     conf.mkdir()
-    (conf / "zz_gpufleet.conf").write_text(
-        fleet_cache.acng_conf(_cache("127.0.0.1", f"http://{up}/nvidia"))
-    )
-    (conf / "zz_ubuntu_shaped.conf").write_text(f"Remap-t: {up}/ubuntu ; {up}/ubuntu\n")
+    # The package's own Ubuntu remap as acng.conf has it, its backends file empty (as on a
+    # cache host whose own sources are not Ubuntu's), and ours with archive.ubuntu.com played
+    # by the stand-in.
+    (conf / "acng.conf").write_text(f"Remap-uburep: {up}/ubuntu ; file:backends_ubuntu\n")
+    (conf / "backends_ubuntu").write_text("")
+    ours = fleet_cache.acng_conf(_cache("127.0.0.1", f"http://{up}/nvidia"))
+    (conf / "zz_gpufleet.conf").write_text(ours.replace("archive.ubuntu.com", up))
     _login(conf / "zz_gpufleet-admin.conf")
     login = (conf / "zz_gpufleet-admin.conf").read_text().splitlines()[-1].split(": ", 1)[1]
     log = tmp_path / "up.log"
@@ -138,7 +154,7 @@ def test_real_apt_cacher_ng_serves_remaps_only_and_asks_a_login_for_maintenance(
         cache = f"http://127.0.0.1:{acng_port}"
         got = {
             "remap": _get(f"{cache}/{derive.NVIDIA_PREFIX}/ubuntu2204/x86_64/a.deb"),
-            "ubuntu-shaped": _get(f"http://{up}/ubuntu/pool/b.deb", proxy=cache),
+            "ubuntu archive": _get(f"http://{up}/ubuntu/pool/b.deb", proxy=cache),
             "elsewhere": _get(f"http://{up}/elsewhere/c.deb", proxy=cache),
             "maintenance": _get(f"{cache}/{MAINTENANCE}"),
             "maintenance, login": _get(f"{cache}/{MAINTENANCE}", auth=login),
@@ -149,7 +165,7 @@ def test_real_apt_cacher_ng_serves_remaps_only_and_asks_a_login_for_maintenance(
         assert stop_server(server)
     assert got == {
         "remap": 200,
-        "ubuntu-shaped": 200,
+        "ubuntu archive": 200,
         "elsewhere": 403,
         "maintenance": 401,
         "maintenance, login": 200,
