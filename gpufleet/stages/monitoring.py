@@ -15,7 +15,8 @@ from gpufleet.operations import apt as gpufleet_apt
 from gpufleet.operations import files as gpufleet_files
 from gpufleet.operations.probes import file_digest
 from gpufleet.spec import NodeSpec
-from gpufleet.stages import op_keys
+from gpufleet.stages import foreign, op_keys
+from gpufleet.stages.host_config import NODE_EXPORTER_DROPIN
 from gpufleet.stages.node import NodePlan, node_plan
 from gpufleet.stages.python_env import WRAPPER
 from gpufleet.stages.validation_payload import payload_paths
@@ -43,7 +44,6 @@ TIMEOUT_S = 1800
 # README.textfile; the binary's built-in default).
 NODE_EXPORTER_TEXTFILE_DIR = "/var/lib/prometheus/node-exporter"
 NODE_EXPORTER = "prometheus-node-exporter"
-NODE_EXPORTER_DROPIN = f"{UNIT_DIR}/{NODE_EXPORTER}.service.d/gpufleet-textfile.conf"
 # Only the data keys the periodic run reads: the file is world-readable and host data can
 # hold credentials (apt_proxy, pip_index_url).
 EXPECTATION_KEYS = ("tf_version", "gpu_count", "gpu_less", "thresholds")
@@ -214,6 +214,7 @@ def periodic_checks(plan: NodePlan | None = None):
         units=unit_texts(spec, textfile=spec.node_exporter),
         restart=[TIMER],
     )
+    foreign.repair(plan, "unit")  # drop-ins, runtime copies and masks of those units
     _enabled_and(TIMER, "started")
 
 

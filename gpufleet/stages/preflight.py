@@ -12,6 +12,7 @@ from gpufleet import matrix
 from gpufleet.matrix import GpuModel, gpu_by_device_id
 from gpufleet.matrix.dcgm import DCGM_VERSION
 from gpufleet.matrix.os_python import venv_python_conflict
+from gpufleet.stages import foreign
 from gpufleet.stages.dcgm import skip_reason as dcgm_skip_reason
 from gpufleet.stages.fabric import fabric_packages, wants_fabric_manager
 from gpufleet.stages.nccl_tests import skip_reason as nccl_tests_skip_reason
@@ -51,6 +52,10 @@ def announce(plan: NodePlan, unchanged: str = "") -> None:
     logger.info(f"{host.print_prefix}gpufleet plan: {plain(describe(plan))}{unchanged}")
     for warning in plan.require_resolution().warnings:
         logger.warning(f"{host.print_prefix}gpufleet: {plain(warning)}")
+    # What others configured that the deploy leaves to them: said on every run (gpufleet drift
+    # counts these lines as drift), a stamped one too.
+    for sentence in foreign.reported(plan):
+        logger.warning(f"{host.print_prefix}{foreign.DRIFT_PREFIX}{plain(sentence)}")
 
 
 def describe(plan: NodePlan) -> str:
