@@ -47,6 +47,8 @@ _STAGES = {
 }
 
 
+# How a host whose reboot policy is 'never' says its driver waits for one (operations.kernel).
+REBOOT_PENDING = "reboot pending: "
 # The operation a reported finding stands under (no operation repairs it).
 REPORTED = "reported by the deploy (not repaired: the administrator's to change)"
 
@@ -304,6 +306,9 @@ def build_report(
         for message in found.messages:  # what the deploy leaves to the administrator
             if message.startswith(DRIFT_PREFIX):
                 host.changes.append(message.removeprefix(DRIFT_PREFIX))
+                host.operations.append(REPORTED)
+            elif message.startswith(REBOOT_PENDING):  # reboot: never (a stamped run says it too)
+                host.changes.append(message)
                 host.operations.append(REPORTED)
         if _unreachable(found):
             host.status = "unreachable"

@@ -79,6 +79,15 @@ def reboot_reason(module_state: dict) -> str | None:
     return None
 
 
+def reboot_pending(reason: str) -> str:
+    """What a host whose reboot policy is 'never' says while its driver waits for a reboot
+    (``gpufleet drift`` counts the line as drift)."""
+    return (
+        f"reboot pending: {reason} (reboot policy 'never'; reboot this host yourself, or run "
+        "again with reboot: 'auto')"
+    )
+
+
 @operation(is_idempotent=False)
 def reboot_for_driver(policy: str = "auto", reboot_timeout: int = 600, delay: int = 10):
     """
@@ -107,10 +116,7 @@ def reboot_for_driver(policy: str = "auto", reboot_timeout: int = 600, delay: in
         host.noop("the running driver is the installed one: no reboot needed")
         return
     if policy == "never":
-        logger.warning(
-            f"{host.print_prefix}reboot pending: {reason} (reboot policy 'never'; reboot this "
-            "host yourself, or run again with reboot: 'auto')"
-        )
+        logger.warning(f"{host.print_prefix}{reboot_pending(reason)}")
         host.noop(f"reboot pending ({reason}), left to the operator by policy 'never'")
         return
     logger.info(f"{host.print_prefix}reboot needed: {reason}")

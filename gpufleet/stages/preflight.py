@@ -12,6 +12,7 @@ from gpufleet import matrix
 from gpufleet.matrix import GpuModel, gpu_by_device_id
 from gpufleet.matrix.dcgm import DCGM_VERSION
 from gpufleet.matrix.os_python import venv_python_conflict
+from gpufleet.operations.kernel import reboot_pending, reboot_reason
 from gpufleet.stages import foreign
 from gpufleet.stages.dcgm import skip_reason as dcgm_skip_reason
 from gpufleet.stages.fabric import fabric_packages, wants_fabric_manager
@@ -56,6 +57,24 @@ def announce(plan: NodePlan, unchanged: str = "") -> None:
     # counts these lines as drift), a stamped one too.
     for sentence in foreign.reported(plan):
         logger.warning(f"{host.print_prefix}{foreign.DRIFT_PREFIX}{plain(sentence)}")
+    # A stamp holds for a host whose reboot the policy leaves to the operator (review finding
+    # 13): the run that stamped it said so, and so must every run the stamp spares.
+    reason = probed_reboot_reason(plan) if unchanged and plan.spec.reboot == "never" else None
+    if reason:
+        logger.warning(f"{host.print_prefix}{reboot_pending(plain(reason))}")
+
+
+def probed_reboot_reason(plan: NodePlan) -> str | None:
+    """Why the host's running kernel cannot use its installed driver, from the probe (the
+    question ``reboot_for_driver`` asks when it runs)."""
+    state = plan.state
+    return reboot_reason(
+        {
+            "nouveau": state.nouveau_loaded,
+            "loaded": state.loaded_driver,
+            "installed": state.installed_module,
+        }
+    )
 
 
 def describe(plan: NodePlan) -> str:

@@ -1,0 +1,72 @@
+"""The stamp review's LOW findings (shared/reviews/security-stamp-review.md), each shown as it
+was and as it is now: 13 (reboot pending on a stamped run) and 16 (Slurm not answering)."""
+
+from __future__ import annotations
+
+import logging
+
+import pytest
+from pyinfra.context import ctx_host, ctx_state
+from pyinfra_testing.util import FakeState, create_host
+
+from gpufleet.drift.plan import REPORTED, PlanRun, build_report
+from gpufleet.spec import NodeSpec
+from gpufleet.stages.host_probe import HostState, PciDevice
+from gpufleet.stages.node import NodePlan
+from gpufleet.stages.preflight import announce
+
+A100 = PciDevice("0000:10:00.0", "0302", "20b2")
+
+
+def _announced(plan: NodePlan, caplog: pytest.LogCaptureFixture, unchanged: str) -> list[str]:
+    state = FakeState()
+    host = create_host(state, facts={})
+    caplog.clear()
+    with caplog.at_level(logging.INFO, logger="pyinfra"), ctx_state.use(state), ctx_host.use(host):
+        announce(plan, unchanged=unchanged)
+    return [record.getMessage() for record in caplog.records]
+
+
+def _plan(reboot: str, **state: object) -> NodePlan:
+    spec = NodeSpec.from_host_data({"reboot": reboot})
+    resolution = spec.resolve(
+        os_id="ubuntu", os_version="22.04", arch="x86_64", gpu_device_ids=["20b2"]
+    )
+    probe = HostState(pci=(A100,), **state)  # type: ignore[arg-type]
+    return NodePlan(spec=spec, state=probe, resolution=resolution)
+
+
+def test_13_a_stamped_run_still_says_reboot_pending(caplog: pytest.LogCaptureFixture) -> None:
+    """Finding 13: with reboot: never the run that stamped the host warned "reboot pending";
+    the runs its stamp spares printed only the plan line. They warn too now."""
+    waiting = _plan("never", nouveau_loaded=True)
+    said = _announced(waiting, caplog, unchanged="; unchanged (deploy stamp)")
+    pending = (
+        "reboot pending: nouveau is loaded (reboot policy 'never'; reboot this host yourself, "
+        "or run again with reboot: 'auto')"
+    )
+    assert any(m.endswith(pending) for m in said), said
+    stale = _plan("never", loaded_driver="570.195.03", installed_module="580.95.05")
+    said = _announced(stale, caplog, unchanged="; unchanged (deploy stamp)")
+    assert any("NVIDIA module 570.195.03 is loaded, 580.95.05 is installed" in m for m in said)
+    # A full plan says it from reboot_for_driver itself: announce does not say it twice.
+    assert not any("reboot pending" in m for m in _announced(waiting, caplog, unchanged=""))
+    # Nothing pending, or a policy that reboots (a stamp never holds then): nothing said.
+    assert not any("reboot pending" in m for m in _announced(_plan("never"), caplog, "; x"))
+    auto = _plan("auto", nouveau_loaded=True)
+    assert not any("reboot pending" in m for m in _announced(auto, caplog, "; x"))
+
+
+def test_13_drift_counts_a_pending_reboot() -> None:
+    """Drift called a host whose reboot the policy left pending clean (the noop); it is drift."""
+    stderr = (
+        "--> Connecting to hosts...\n    [gpu-a] Connected\n"
+        "--> Preparing operation files...\n"
+        "    [gpu-a] reboot pending: nouveau is loaded (reboot policy 'never'; reboot this host "
+        "yourself, or run again with reboot: 'auto')\n"
+        "    [gpu-b] Connected\n"
+    )
+    report = build_report(["gpu-a", "gpu-b"], PlanRun(0, '{"plan": []}', stderr))
+    assert report.hosts["gpu-a"].status == "drift"
+    assert report.hosts["gpu-a"].operations == [REPORTED]
+    assert report.hosts["gpu-b"].status == "clean"
