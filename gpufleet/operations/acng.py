@@ -1,16 +1,18 @@
-"""apt-cacher-ng's admin login, generated once on the cache host, and paths that must be gone."""
+"""apt-cacher-ng's admin login, generated once on the cache host, and paths that must be gone.
+
+Both operations act on what the host probe read in its one round trip (gpufleet.stages.host_config
+``acng_admin``, ``nginx_default``): no fact of their own."""
 
 from __future__ import annotations
 
-import re
-
 from pyinfra import host
-from pyinfra.api import FactBase, OperationError, QuoteString, StringCommand, operation
-from typing_extensions import override
+from pyinfra.api import OperationError, QuoteString, StringCommand, operation
 
 USER = "apt-cacher-ng"  # the Debian package's service user (its unit's User= and Group=)
-# The one line the login file holds besides its comment: 24 random bytes, URL-safe base64.
-LOGIN_LINE = r"^AdminAuth: gpufleet:[A-Za-z0-9_-]{32,}$"
+# The one line the login file holds besides its comment (what the probe counts): 32 letters
+# and digits from /dev/urandom.
+LOGIN_LINE = r"^AdminAuth: gpufleet:[A-Za-z0-9]{32}$"
+IN_ORDER = (f"{USER}:{USER}:600", "1")  # the probe's acng_admin for a file in order
 
 # $1: the file, $2: the user that owns it. Writes "AdminAuth: gpufleet:<secret>" into a new
 # mode-600 file beside the target and renames it over the target. The secret is made on the
@@ -20,7 +22,8 @@ _GENERATE = r"""set -e
 umask 077
 tmp=$(mktemp -- "$1.gpufleet-XXXXXXXX")
 trap 'rm -f -- "$tmp"' EXIT
-secret=$(head -c 24 /dev/urandom | base64 | tr '+/' '-_' | tr -d '=\n')
+secret=$(LC_ALL=C tr -dc A-Za-z0-9 </dev/urandom | head -c 32)
+[ ${#secret} -eq 32 ]
 printf '%s\n' "# gpufleet: apt-cacher-ng's admin login, generated once; edits are overwritten." \
   "AdminAuth: gpufleet:$secret" > "$tmp"
 chown "$2:$2" -- "$tmp"
@@ -30,81 +33,32 @@ trap - EXIT
 """
 
 
-class AdminLogin(FactBase):
-    """
-    Owner, mode and how many well-formed login lines an apt-cacher-ng login file has, or
-    ``None`` when it does not exist. The secret itself is never read back.
-
-    .. code:: python
-
-        {"owner": "apt-cacher-ng", "mode": "600", "lines": 1}
-    """
-
-    @override
-    def command(self, path: str) -> StringCommand:
-        return StringCommand(
-            "if [ -f",
-            QuoteString(path),
-            "]; then stat -c '%U %a'",
-            QuoteString(path),
-            "&& { grep -cE",
-            QuoteString(LOGIN_LINE),
-            QuoteString(path),
-            "|| true; }; fi",
-        )
-
-    @override
-    def process(self, output: list[str]) -> dict[str, object] | None:
-        if len(output) < 2:
-            return None
-        owner, _, mode = output[0].strip().partition(" ")
-        count = output[1].strip()
-        return {"owner": owner, "mode": mode, "lines": int(count) if count.isdigit() else 0}
-
-
-class PathPresent(FactBase):
-    """
-    Whether anything is at a path, a dangling symlink too (``[ -e ]`` follows links).
-
-    .. code:: python
-
-        True
-    """
-
-    @override
-    def command(self, path: str) -> StringCommand:
-        return StringCommand(
-            "if [ -L", QuoteString(path), "] || [ -e", QuoteString(path), "]; then echo yes; fi"
-        )
-
-    @staticmethod
-    @override
-    def default() -> bool:
-        return False
-
-    @override
-    def process(self, output: list[str]) -> bool:
-        return bool(output) and output[0].strip() == "yes"
-
-
 @operation()
-def admin_login(path: str, user: str = USER):
+def admin_login(path: str, current: tuple[str, ...] = ()):
     """
     Ensure ``path`` holds an apt-cacher-ng ``AdminAuth`` login with a secret generated on the
-    host, owned by ``user`` at mode 600 (the service reads it as that user). A file that holds
-    a well-formed login keeps its secret: only its owner and mode are put right.
+    host, owned by the service's user at mode 600 (the service reads it as that user). A file
+    that holds a well-formed login keeps its secret: only its owner and mode are put right.
+
+    + path: absolute path of the login file
+    + current: what the probe read of it, ``("OWNER:GROUP:MODE", "LOGIN LINES")``, or ``()``
+      when it does not exist
 
     **Example:**
 
     .. code:: python
 
-        admin_login(name="apt-cacher-ng admin login", path="/etc/apt-cacher-ng/zz_x.conf")
+        admin_login(
+            name="apt-cacher-ng admin login",
+            path="/etc/apt-cacher-ng/zz_gpufleet_security.conf",
+            current=("root:root:644", "1"),
+        )
     """
-    if not path.startswith("/") or not re.fullmatch(r"[A-Za-z0-9_.-]+", user):
-        raise OperationError(f"admin_login: path {path!r} must be absolute, user {user!r} a name")
-    found = host.get_fact(AdminLogin, path=path)
-    if found is not None and found["lines"] == 1:
-        if found["owner"] == user and found["mode"] == "600":
+    if not path.startswith("/"):
+        raise OperationError(f"admin_login: path {path!r} must be absolute")
+    user = USER
+    if len(current) == 2 and current[1].strip() == "1":
+        if tuple(current) == IN_ORDER:
             host.noop(f"{path} holds the admin login (owner {user}, mode 600)")
             return
         yield StringCommand(
@@ -117,19 +71,21 @@ def admin_login(path: str, user: str = USER):
 
 
 @operation()
-def absent(path: str):
+def absent(path: str, present: bool):
     """
     Ensure nothing is at ``path`` (a file or a symlink, a dangling one too).
+
+    + present: whether the probe found anything there
 
     **Example:**
 
     .. code:: python
 
-        absent(name="no default site", path="/etc/nginx/sites-enabled/default")
+        absent(name="no default site", path="/etc/nginx/sites-enabled/default", present=True)
     """
     if not path.startswith("/"):
         raise OperationError(f"absent: path {path!r} must be absolute")
-    if not host.get_fact(PathPresent, path=path):
+    if not present:
         host.noop(f"{path} is already absent")
         return
     yield StringCommand("rm -f --", QuoteString(path))

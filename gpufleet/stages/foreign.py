@@ -148,8 +148,8 @@ def _unit_overrides(entries: tuple[str, ...], plan: NodePlan) -> list[Finding]:
     found = []
     for entry in entries:
         path, arrow, target = entry.partition(" -> ")
-        if path == host_config.NODE_EXPORTER_DROPIN:
-            continue  # gpufleet's own drop-in (textfile_dir)
+        if path in (host_config.NODE_EXPORTER_DROPIN, host_config.ACNG_DROPIN):
+            continue  # gpufleet's own drop-ins (textfile_dir; the fleet cache's boot order)
         unit, kind = _unit_of(path, managed)
         if unit is None:
             continue  # not a unit managed here, or every unit of a type (container managers)

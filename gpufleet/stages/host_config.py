@@ -46,6 +46,8 @@ NODE_EXPORTER_DROPIN = (
 # The fleet cache's files (gpufleet.stages.fleet_cache reads them on its host).
 ACNG_SECURITY = "/etc/apt-cacher-ng/zz_gpufleet_security.conf"
 NGINX_DEFAULT_SITE = "/etc/nginx/sites-enabled/default"
+# gpufleet's own drop-in for apt-cacher-ng (the fleet cache's boot order; not a foreign one).
+ACNG_DROPIN = "/etc/systemd/system/apt-cacher-ng.service.d/gpufleet-bind.conf"
 
 
 def drop_in_dirs(unit: str) -> list[str]:

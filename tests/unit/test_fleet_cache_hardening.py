@@ -5,6 +5,7 @@ rendered config and the login script are run by the real apt-cacher-ng and sh wh
 from __future__ import annotations
 
 import base64
+import dataclasses
 import getpass
 import re
 import shutil
@@ -22,7 +23,7 @@ from gpufleet.operations import acng
 from gpufleet.sandbox import upstream
 from gpufleet.sandbox.serve import request_log, start_server, stop_server
 from gpufleet.spec import NodeSpec
-from gpufleet.stages import fleet_cache
+from gpufleet.stages import fleet_cache, host_config
 from gpufleet.templates import render
 from tests import pyinfra_cli
 from tests.unit.fake_fleet import FakeGpuHost
@@ -71,21 +72,24 @@ def test_rendered_config_binds_the_cache_address_and_forces_managed_downloads() 
 
 
 def test_login_script_writes_a_secret_only_into_a_mode_600_file(tmp_path: Path) -> None:
-    path = tmp_path / "zz_gpufleet-admin.conf"
+    path = tmp_path / "zz_gpufleet_security.conf"
     done = _login(path)
     secret = path.read_text().splitlines()[-1].rsplit(":", 1)[1]
     assert oct(path.stat().st_mode & 0o777) == "0o600"
     assert secret not in done.stdout + done.stderr and len(secret) >= 32
     assert not list(tmp_path.glob("*.gpufleet-*"))  # no temp file left
-    # The fact the operation reads, run by a real sh: well-formed, and the secret not in it.
+    # What the host probe reads of it (its acng_admin section), run by a real sh.
+    section = host_config.SCRIPT.split("echo '{s}acng_admin'")[1].split("echo '{s}nginx_default'")[
+        0
+    ]
     out = subprocess.run(
-        ["sh", "-c", str(acng.AdminLogin().command(path=str(path)).get_raw_value())],
+        ["sh", "-c", section.replace(host_config.ACNG_SECURITY, str(path))],
         capture_output=True, text=True, check=True,
     ).stdout  # fmt: skip
     assert secret not in out
-    found = acng.AdminLogin().process(out.splitlines())
-    assert found == {"owner": getpass.getuser(), "mode": "600", "lines": 1}
-    assert acng.AdminLogin().process([]) is None
+    user = getpass.getuser()
+    assert out.split() == [f"{user}:{user}:600", "1"]
+    assert acng.IN_ORDER == ("apt-cacher-ng:apt-cacher-ng:600", "1")
 
 
 def _get(url: str, proxy: str | None = None, auth: str | None = None) -> int:
@@ -136,8 +140,8 @@ def test_real_apt_cacher_ng_serves_remaps_only_and_asks_a_login_for_maintenance(
     (conf / "backends_ubuntu").write_text("")
     ours = fleet_cache.acng_conf(_cache("127.0.0.1", f"http://{up}/nvidia"))
     (conf / "zz_gpufleet.conf").write_text(ours.replace("archive.ubuntu.com", up))
-    _login(conf / "zz_gpufleet-admin.conf")
-    login = (conf / "zz_gpufleet-admin.conf").read_text().splitlines()[-1].split(": ", 1)[1]
+    _login(conf / "zz_gpufleet_security.conf")
+    login = (conf / "zz_gpufleet_security.conf").read_text().splitlines()[-1].split(": ", 1)[1]
     log = tmp_path / "up.log"
     server = start_server(www, "127.0.0.1", up_port, log)
     run = tmp_path / "run"
@@ -174,12 +178,13 @@ def test_real_apt_cacher_ng_serves_remaps_only_and_asks_a_login_for_maintenance(
     assert fetched == {"/nvidia/ubuntu2204/x86_64/a.deb", "/ubuntu/pool/b.deb"}
 
 
-# What PathPresent prints where Debian's nginx package left its default site (a symlink).
-DEFAULT_SITE = {"[ -L /etc/nginx/sites-enabled/default ] || [ -e": ["yes"]}
+# What the probe prints where Debian's nginx package left its default site (a symlink).
+DEFAULT_SITE = ("##gpufleet-probe:nginx_default", "present")
 
 
 def test_cache_host_plan_writes_the_login_and_removes_the_default_site(tmp_path):
-    result, plan = _plan(tmp_path, {"cache": CACHE_HOST}, {"cache": DEFAULT_SITE})
+    cache = dataclasses.replace(CACHE_HOST, config_lines=DEFAULT_SITE)
+    result, plan = _plan(tmp_path, {"cache": cache})
     assert result.returncode == 0, result.stderr[-3000:]
     changed = {op["name"].split(" | ")[1] for op in plan if op["hosts_with_change"]}
     assert f"{fleet_cache.ACNG_LOGIN}: apt-cacher-ng's admin login (generated once, mode 600)" in (
