@@ -183,7 +183,8 @@ DEFAULT_SITE = ("##gpufleet-probe:nginx_default", "present")
 
 
 def test_cache_host_plan_writes_the_login_and_removes_the_default_site(tmp_path):
-    cache = dataclasses.replace(CACHE_HOST, config_lines=DEFAULT_SITE)
+    own_dropin = ("##gpufleet-probe:unit_overrides", fleet_cache.ACNG_DROPIN)
+    cache = dataclasses.replace(CACHE_HOST, config_lines=DEFAULT_SITE + own_dropin)
     result, plan = _plan(tmp_path, {"cache": cache})
     assert result.returncode == 0, result.stderr[-3000:]
     changed = {op["name"].split(" | ")[1] for op in plan if op["hosts_with_change"]}
@@ -191,6 +192,19 @@ def test_cache_host_plan_writes_the_login_and_removes_the_default_site(tmp_path)
         changed
     )
     assert "/etc/nginx/sites-enabled/default: nginx's default site gone" in changed
+    assert f"{fleet_cache.ACNG_DROPIN}: apt-cacher-ng starts once the network is up" in changed
+    # gpufleet's own drop-in is no foreign override (gpufleet.stages.foreign).
+    assert f"{fleet_cache.ACNG_DROPIN} overrides" not in result.stdout + result.stderr
+
+
+def test_cache_host_with_the_login_in_order_and_no_default_site_plans_neither(tmp_path):
+    in_order = ("##gpufleet-probe:acng_admin", *acng.IN_ORDER)
+    result, plan = _plan(
+        tmp_path, {"cache": dataclasses.replace(CACHE_HOST, config_lines=in_order)}
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    changed = {op["name"].split(" | ")[1] for op in plan if op["hosts_with_change"]}
+    assert not any(fleet_cache.ACNG_LOGIN in name or "default site" in name for name in changed)
 
 
 @pytest.mark.parametrize(
