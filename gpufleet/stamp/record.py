@@ -33,8 +33,10 @@ from pyinfra.context import ctx_host
 from gpufleet.stamp.canonical import NotCanonical, digest
 from gpufleet.stamp.witnesses import Witness, witness_of
 
-# Fact classes a stamp may name: they are imported again when the stamp is checked.
+# Fact classes a stamp may name: they are imported again when the stamp is checked. Never one
+# whose command is its argument (pyinfra's server.Command): a stamp's commands run as root.
 TRUSTED_MODULES = ("pyinfra.facts.", "gpufleet.")
+UNTRUSTED_FACTS = ("pyinfra.facts.server:Command",)
 # Passwords change how a command runs, not what it prints: never digested, never stored.
 _SECRET_KEYS = {"_sudo_password", "_su_password"}
 
@@ -270,8 +272,8 @@ def _note(
         recording.refuse(f"fact {cls.__name__} ran no command (a connector fact)")
     elif pending.arguments is None:
         recording.refuse(f"fact {cls.__name__}'s arguments are not plain data")
-    elif not name.startswith(TRUSTED_MODULES):
-        recording.refuse(f"fact {name} is neither pyinfra's nor gpufleet's")
+    elif not name.startswith(TRUSTED_MODULES) or name in UNTRUSTED_FACTS:
+        recording.refuse(f"fact {name} is not one a stamp may name")
     elif getattr(cls, "check_preconditions", None) is not _BASE_PRECONDITIONS:
         recording.refuse(f"fact {cls.__name__} has preconditions of its own")
     elif recording.executor not in (None, pending.executor):

@@ -1,9 +1,12 @@
 """The stamp review's LOW findings (shared/reviews/security-stamp-review.md), each shown as it
-was and as it is now: 13 (reboot pending on a stamped run) and 16 (Slurm not answering)."""
+was and as it is now: 11 (stamps as executable content), 13 (reboot pending on a stamped run);
+16 (Slurm not answering) is in test_validate_slurm."""
 
 from __future__ import annotations
 
 import logging
+import stat
+from pathlib import Path
 
 import pytest
 from pyinfra.context import ctx_host, ctx_state
@@ -70,3 +73,31 @@ def test_13_drift_counts_a_pending_reboot() -> None:
     assert report.hosts["gpu-a"].status == "drift"
     assert report.hosts["gpu-a"].operations == [REPORTED]
     assert report.hosts["gpu-b"].status == "clean"
+
+
+def test_11_a_stamp_folder_without_its_key_is_never_replayed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Finding 11: a stamp's commands are replayed as root on its host before anything else,
+    and any stamp in a folder of the right owner and mode was taken. Now each carries an HMAC
+    under a key outside the folder: a stamp its owner edited, a folder restored on a machine
+    with another key, and a stamp naming pyinfra's server.Command are all ignored."""
+    from gpufleet.stamp import store
+    from gpufleet.stamp.record import FactRead
+
+    monkeypatch.setenv("GPUFLEET_STAMP_DIR", str(tmp_path / "stamps"))
+    monkeypatch.setenv(store.KEY_ENV, str(tmp_path / "key"))
+    read = FactRead("pyinfra.facts.server:Which", "command -v nft || true", (0,), "v")
+    stamp = store.Stamp("gpu-a", "i", "e", [read], {})
+    path = store.save(stamp)
+    assert store.load("gpu-a") == stamp
+    assert stat.S_IMODE((tmp_path / "key").stat().st_mode) == 0o600
+    forged = path.read_text().replace("command -v nft || true", "touch /tmp/pwned")
+    path.write_text(forged)  # the folder's owner, or whoever restored the folder, edits it
+    assert store.load("gpu-a") is None
+    store.save(stamp)
+    monkeypatch.setenv(store.KEY_ENV, str(tmp_path / "another-machines-key"))
+    assert store.load("gpu-a") is None  # a folder copied from elsewhere: not signed here
+    command = FactRead("pyinfra.facts.server:Command", "touch /tmp/pwned", (0,), "v")
+    store.save(store.Stamp("gpu-a", "i", "e", [command], {}))
+    assert store.load("gpu-a") is None  # signed, but a fact that runs its argument
