@@ -101,3 +101,64 @@ def test_11_a_stamp_folder_without_its_key_is_never_replayed(
     command = FactRead("pyinfra.facts.server:Command", "touch /tmp/pwned", (0,), "v")
     store.save(store.Stamp("gpu-a", "i", "e", [command], {}))
     assert store.load("gpu-a") is None  # signed, but a fact that runs its argument
+
+
+class _Run:
+    """A pyinfra State as the run digest reads it (weak-referenceable, an empty inventory)."""
+
+    inventory: list[object] = []
+
+
+def test_12_library_versions_and_the_deploy_files_own_imports_are_inputs(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Finding 12: the run digest covered pyinfra's and Python's versions and gpufleet's files
+    only: an upgraded jinja2, or a helper a site's deploy file imports, left stamps holding."""
+    import sys
+    import types
+
+    from gpufleet.stamp import inputs
+
+    site = tmp_path / "site"
+    (site / "jinja9-3.1.4.dist-info").mkdir(parents=True)
+    monkeypatch.syspath_prepend(str(site))
+    deploy = tmp_path / "deploy" / "site.py"
+    deploy.parent.mkdir()
+    deploy.write_text("import site_helpers\n")
+    helper = deploy.parent / "site_helpers.py"
+    helper.write_text("X = 1\n")
+    module = types.ModuleType("site_helpers")
+    module.__file__ = str(helper)
+    monkeypatch.setitem(sys.modules, "site_helpers", module)
+
+    def run_digest() -> str:
+        return inputs._run_digest(_Run(), str(deploy), {})
+
+    first = run_digest()
+    (site / "jinja9-3.1.4.dist-info").rename(site / "jinja9-3.1.5.dist-info")
+    upgraded = run_digest()
+    assert upgraded != first
+    helper.write_text("X = 2\n")
+    assert run_digest() != upgraded
+
+
+def test_12_a_file_changed_within_a_tick_of_the_last_hashing_is_read_again(
+    tmp_path: Path,
+) -> None:
+    """Finding 12: a file's sha256 was reused whenever its size, times and inode read as
+    recorded, without git's racy-entry check; on a coarse change-time clock a same-size
+    rewrite in the tick of the last hashing kept the old sha. (Made here by recording a stale
+    sha under the file's current times: what such a rewrite leaves.)"""
+    import hashlib
+
+    from gpufleet.stamp import inputs, store
+
+    package = tmp_path / "pkg"
+    package.mkdir()
+    (package / "a.py").write_text("A = 2\n")
+    info = (package / "a.py").stat()
+    key = [info.st_size, info.st_mtime_ns, info.st_ctime_ns, info.st_ino]
+    stale = hashlib.sha256(b"A = 1\n").hexdigest()
+    known = tmp_path / "state" / "sources.json"
+    store.write_private(known, {str(package / "a.py"): [*key, stale]})  # written just now
+    assert inputs.tree_digest({"pkg": package}, known) == inputs.tree_digest({"pkg": package})
