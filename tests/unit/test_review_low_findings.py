@@ -162,3 +162,49 @@ def test_12_a_file_changed_within_a_tick_of_the_last_hashing_is_read_again(
     known = tmp_path / "state" / "sources.json"
     store.write_private(known, {str(package / "a.py"): [*key, stale]})  # written just now
     assert inputs.tree_digest({"pkg": package}, known) == inputs.tree_digest({"pkg": package})
+
+
+# A gpg that answers one fingerprint and, as it reads the keyring, sees it replaced (what
+# another process may do in the window between a fact and its witness, made certain here).
+RACING_GPG = """#!/bin/sh
+for last; do :; done
+echo 'pub:u:255:22:0000000000000000:1:::u:::scESC:'
+echo 'fpr:::::::::AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA:'
+[ -f "$last.next" ] && mv -f "$last.next" "$last"
+exit 0
+"""
+
+
+def test_7_a_change_while_a_witnessed_fact_is_read_is_never_stamped_as_the_norm(
+    tmp_path: Path,
+) -> None:
+    """Finding 7: the witness ran after its fact, so a keyring replaced between the two was
+    stamped as it was after (the new witness) with the plan made from before (the old value),
+    and the next run held. The witness runs first now: the change shows as a difference."""
+    from tests import pyinfra_cli
+    from tests.unit.test_stamp_cli import write_inventory
+
+    tools = tmp_path / "bin"
+    tools.mkdir()
+    (tools / "gpg").write_text(RACING_GPG)
+    (tools / "gpg").chmod(0o755)
+    keyring = tmp_path / "k.gpg"
+    keyring.write_bytes(b"key one")
+    (tmp_path / "target").mkdir()  # the one operation has nothing to do
+    inventory = write_inventory(tmp_path, x_keyring=str(keyring))
+    deploy = Path(__file__).with_name("stamp_data") / "deploy_race.py"
+    env = {
+        "GPUFLEET_STAMP_DIR": str(tmp_path / "stamps"),
+        "PATH": f"{tools}:/usr/local/bin:/usr/bin:/bin",
+    }
+
+    def dry() -> str:
+        done = pyinfra_cli.run("-v", "--dry", inventory, deploy, env=env)
+        assert done.returncode == 0, done.stderr[-3000:]
+        return done.stderr
+
+    (tmp_path / "k.gpg.next").write_bytes(b"key two")  # replaced while the first run reads it
+    assert "nothing to plan" not in dry()  # no stamp yet: planned in full, then stamped
+    assert keyring.read_bytes() == b"key two"
+    assert "nothing to plan" not in dry(), "the stamp paired the old value with the new witness"
+    assert "nothing to plan" in dry()  # read in a quiet moment: that stamp holds
