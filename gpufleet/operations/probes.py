@@ -290,29 +290,58 @@ class NvidiaModuleState(FactBase):
 
 class PayloadState(FactBase):
     """
-    The digest recorded in an installed payload directory and where its ``current`` link points.
+    The digest recorded in an installed payload directory, where its ``current`` link points,
+    the first file under it changed since the digest was recorded (``None``: none), and how
+    many files it holds (``None`` when not installed).
+
+    Extraction writes the marker last, so every file of an untouched tree is older than it; an
+    edit, a chmod, a same-size rewrite with its times put back or a replaced file gives a file
+    whose change time is newer, and an added or deleted one another count (review finding
+    10). The caches Python may write there (``__pycache__``) are left out.
 
     .. code:: python
 
-        {"digest": "9f2c...", "link": "/opt/gpufleet/validation/0.1.0"}
+        {"digest": "9f2c...", "link": "0.1.0", "changed": None, "files": 212}
     """
 
     @override
     def command(self, dest_dir: str, link: str) -> StringCommand:
+        marker = QuoteString(f"{dest_dir}/.gpufleet-payload")
+        files = [
+            "find",
+            QuoteString(dest_dir),
+            "-mindepth 1 \\( -name __pycache__ -o -name .pytest_cache \\) -prune",
+            "-o -type f ! -path",
+            marker,
+        ]
         return StringCommand(
             "echo digest=$(cat",
-            QuoteString(f"{dest_dir}/.gpufleet-payload"),
+            marker,
             "2>/dev/null); echo link=$(readlink",
             QuoteString(link),
-            "2>/dev/null)",
+            "2>/dev/null); if [ -f",
+            marker,
+            "]; then echo changed=$(",
+            *files,
+            "-cnewer",
+            marker,
+            "-print -quit 2>/dev/null); echo files=$(",
+            *files,
+            "-print 2>/dev/null | wc -l); fi",
         )
 
     @staticmethod
     @override
-    def default() -> dict[str, str | None]:
-        return {"digest": None, "link": None}
+    def default() -> dict[str, str | int | None]:
+        return {"digest": None, "link": None, "changed": None, "files": None}
 
     @override
-    def process(self, output: list[str]) -> dict[str, str | None]:
+    def process(self, output: list[str]) -> dict[str, str | int | None]:
         values = dict(line.strip().partition("=")[::2] for line in output if "=" in line)
-        return {"digest": values.get("digest") or None, "link": values.get("link") or None}
+        count = values.get("files", "").strip()
+        return {
+            "digest": values.get("digest") or None,
+            "link": values.get("link") or None,
+            "changed": values.get("changed") or None,
+            "files": int(count) if count.isdigit() else None,
+        }

@@ -1,11 +1,15 @@
 """The stamp review's LOW findings (shared/reviews/security-stamp-review.md), each shown as it
-was and as it is now: 11 (stamps as executable content), 13 (reboot pending on a stamped run);
+was and as it is now: 7 (witness after its fact), 10 (the payload judged by its marker), 11
+(stamps as executable content), 12 (inputs digest gaps), 13 (reboot pending on a stamped run);
 16 (Slurm not answering) is in test_validate_slurm."""
 
 from __future__ import annotations
 
+import hashlib
 import logging
+import os
 import stat
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -208,3 +212,61 @@ def test_7_a_change_while_a_witnessed_fact_is_read_is_never_stamped_as_the_norm(
     assert keyring.read_bytes() == b"key two"
     assert "nothing to plan" not in dry(), "the stamp paired the old value with the new witness"
     assert "nothing to plan" in dry()  # read in a quiet moment: that stamp holds
+
+
+def _payload_state(dest: Path) -> dict:
+    from gpufleet.operations.probes import PayloadState
+
+    command = PayloadState().command(dest_dir=str(dest), link=str(dest.parent / "current"))
+    done = subprocess.run(
+        ["sh", "-c", command.get_raw_value()], capture_output=True, text=True, check=True
+    )
+    return PayloadState().process(done.stdout.splitlines())
+
+
+def test_10_a_payload_file_changed_after_install_is_installed_again(tmp_path: Path) -> None:
+    """Finding 10: the payload root runs daily was judged by its marker alone, so an edited,
+    deleted or same-size-rewritten file under it was never noticed. The fact now names the
+    first file changed since the marker was written (by its change time) and counts the files,
+    and the operation installs the archive again (its install script run here by a real sh)."""
+    from gpufleet.operations.payload import make_archive
+    from tests.operations.helpers import operation_commands
+    from tests.unit.test_security_files import run_on_host
+
+    source = tmp_path / "src" / "validation"
+    source.mkdir(parents=True)
+    (source / "periodic.py").write_text("print('genuine')\n")
+    archive = make_archive(source.parent)
+    dest = tmp_path / "payload" / "0.1.0"
+
+    def planned(state: dict) -> list:
+        facts = {"probes.PayloadState": {f"dest_dir={dest}, link=": state}}
+        return operation_commands("payload.directory", facts, archive=archive, dest_dir=str(dest))[
+            0
+        ]
+
+    def install() -> None:
+        (command,) = planned({"digest": None, "link": None, "changed": None, "files": None})
+        assert run_on_host(command, {"TMPDIR": str(tmp_path)}).returncode == 0
+
+    install()
+    state = _payload_state(dest)
+    assert state == {
+        "digest": hashlib.sha256(archive).hexdigest(), "link": None, "changed": None, "files": 1
+    }  # fmt: skip
+    assert planned(state) == []  # up to date
+    (dest / "validation" / "__pycache__").mkdir()  # what Python may write there: not a change
+    (dest / "validation" / "__pycache__" / "periodic.cpython-311.pyc").write_bytes(b"\0")
+    assert _payload_state(dest) == state
+    target = dest / "validation" / "periodic.py"
+    times = target.stat()
+    target.write_text("print('evil!!')\n")  # the same size, its times put back
+    os.utime(target, ns=(times.st_atime_ns, times.st_mtime_ns))
+    assert _payload_state(dest)["changed"] == str(target)
+    assert len(planned(_payload_state(dest))) == 1, "the archive is installed again"
+    install()
+    assert target.read_text() == "print('genuine')\n" and _payload_state(dest) == state
+    target.unlink()  # a deleted file
+    assert _payload_state(dest)["files"] == 0 and len(planned(_payload_state(dest))) == 1
+    (dest / "validation" / "conftest.py").write_text("import os\n")  # an added one
+    assert _payload_state(dest)["changed"] == str(dest / "validation" / "conftest.py")
