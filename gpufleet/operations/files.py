@@ -14,7 +14,7 @@ from pyinfra.api import (
     operation,
 )
 
-from gpufleet.operations.probes import file_digest
+from gpufleet.operations.probes import file_digest, owner_differs
 from gpufleet.operations.stdin import encoded
 
 # $1: the file, $2: its mode; stdin: the content in base64. mktemp makes the file mode 600.
@@ -66,9 +66,11 @@ def content(path: str, text: str | HiddenValue, mode: str = "644", present: bool
     raw = text.unmask() if isinstance(text, HiddenValue) else text
     wanted = hashlib.sha256(raw.encode()).hexdigest()
     if current is not None and current["sha256"] == wanted:
+        if owner_differs(current):  # review finding 9: another user could rewrite it
+            yield StringCommand("chown root:root", QuoteString(path))
         if current["mode"] != mode:
             yield StringCommand("chmod", mode, QuoteString(path))
-        else:
+        elif not owner_differs(current):
             host.noop(f"file {path} is up to date")
         return
 

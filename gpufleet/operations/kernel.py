@@ -14,7 +14,7 @@ from pyinfra.api.state import State
 from pyinfra.connectors.util import clear_askpass_cache, remove_any_sudo_askpass_file
 
 from gpufleet.operations import connection
-from gpufleet.operations.probes import NvidiaModuleState, file_digest
+from gpufleet.operations.probes import NvidiaModuleState, file_digest, owner_differs
 from gpufleet.text import plain
 
 REBOOT_POLICIES = ("auto", "never", "always")
@@ -50,7 +50,8 @@ def blacklist_module(module: str, path: str):
     """
     text = blacklist_text(module)
     current = file_digest(host, path)
-    if current is not None and current["sha256"] == hashlib.sha256(text.encode()).hexdigest():
+    wanted = hashlib.sha256(text.encode()).hexdigest()
+    if current is not None and current["sha256"] == wanted and not owner_differs(current):
         host.noop(f"{module} is already blacklisted in {path}")
         return
     yield StringCommand(

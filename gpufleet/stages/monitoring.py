@@ -13,7 +13,7 @@ from pyinfra.operations import systemd
 
 from gpufleet.operations import apt as gpufleet_apt
 from gpufleet.operations import files as gpufleet_files
-from gpufleet.operations.probes import file_digest
+from gpufleet.operations.probes import file_digest, owner_differs
 from gpufleet.spec import NodeSpec
 from gpufleet.stages import foreign, op_keys
 from gpufleet.stages.host_config import NODE_EXPORTER_DROPIN
@@ -150,7 +150,8 @@ def unit_files(units: Mapping[str, str | None], restart: list[str] | None = None
                 yield StringCommand("rm -f", QuoteString(path))
             continue
         wanted = hashlib.sha256(text.encode()).hexdigest()
-        if current and current["sha256"] == wanted and current["mode"] == "644":
+        same = current and current["sha256"] == wanted and current["mode"] == "644"
+        if same and not owner_differs(current):  # not root's: rewritten, root's (finding 9)
             continue
         changed.append(path)
         # One round trip, no temp file in /tmp, replaced in one rename at mode 644.

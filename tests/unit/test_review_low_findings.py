@@ -270,3 +270,52 @@ def test_10_a_payload_file_changed_after_install_is_installed_again(tmp_path: Pa
     assert _payload_state(dest)["files"] == 0 and len(planned(_payload_state(dest))) == 1
     (dest / "validation" / "conftest.py").write_text("import os\n")  # an added one
     assert _payload_state(dest)["changed"] == str(dest / "validation" / "conftest.py")
+
+
+def test_9_a_file_gpufleet_wrote_that_another_user_owns_is_given_back_to_root(
+    tmp_path: Path,
+) -> None:
+    """Finding 9: files were checked for content and mode only, so `chown user` of the Python
+    wrapper, a unit file or the sources file kept the plan empty, and the merged digest of a
+    stamp read the same. The owner is read (by a real stat here), in the merged replay too,
+    and files.content gives it back to root."""
+    from gpufleet.operations.probes import FileDigest
+    from gpufleet.stamp.batch import batch_reads
+    from gpufleet.stamp.record import FactRead, fact_name
+    from gpufleet.stamp.replay import StampReplay, differences, value_digest
+    from tests.operations.helpers import operation_commands
+
+    path = tmp_path / "gpufleet-python"
+    path.write_text("#!/bin/sh\n")
+    os.chown(path, 0, 0)
+
+    def read_now() -> tuple[FactRead, list[str]]:
+        command = FileDigest().command(path=str(path)).get_raw_value()
+        done = subprocess.run(["sh", "-c", command], capture_output=True, text=True, check=True)
+        lines = done.stdout.splitlines()
+        read = FactRead(fact_name(FileDigest), command, (0,), "", arguments={"path": str(path)})
+        return read, lines
+
+    read, lines = read_now()
+    value = FileDigest().process(lines)
+    assert value is not None and value["owner"] == "0:0"
+    stamped = FactRead(read.fact, read.command, (0,), value_digest(read, 0, lines)[1],
+                       arguments=read.arguments)  # fmt: skip
+    os.chown(path, 65534, 65534)  # nobody's now: content and mode the same
+    _read, lines = read_now()
+    owned = FileDigest().process(lines)
+    assert owned is not None and owned["owner"] == "65534:65534"
+    # The stamp's merged replay (one stat and one sha256sum for all digests) sees it too.
+    batch = batch_reads([stamped, stamped])
+    assert len(batch.commands) == 1
+    replay = StampReplay()
+    command = replay.command(commands=batch.commands).get_raw_value()
+    done = subprocess.run(["sh", "-c", command], capture_output=True, text=True, check=True)
+    replies = batch.unpack(replay.process(done.stdout.splitlines()))
+    assert differences([stamped, stamped], replies) == [f"{read.fact} reads differently"] * 2
+    facts = {"probes.FileDigest": {f"path={path}": owned}}
+    text = path.read_text()
+    commands, _noop = operation_commands(
+        "files.content", facts, path=str(path), text=text, mode="644"
+    )
+    assert [str(c) for c in commands] == [f"chown root:root {path}"]
