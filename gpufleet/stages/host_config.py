@@ -174,7 +174,7 @@ class HostConfig:
     # "PATH" of each drop-in or shadowing unit file; "PATH -> TARGET" for a link (a mask).
     unit_overrides: tuple[str, ...] = ()
     module_loaders: tuple[FileLine, ...] = ()  # lines naming nouveau
-    acng_admin: tuple[str, ...] = ()  # ("root:apt-cacher-ng:640", "1") when in order
+    acng_admin: tuple[str, ...] = ()  # gpufleet.operations.acng.IN_ORDER when in order
     nginx_default_site: bool = False
 
 
