@@ -21,11 +21,15 @@ def fixtures_dir() -> Path:
 def _deploy_stamps_of_this_session(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
     """Every pyinfra run of the suite keeps its deploy stamps (gpufleet.stamp) in a folder of
     this session, never in the machine's own ``~/.local/state``: a stamp left by an earlier
-    session must not decide what this one plans."""
-    before = os.environ.get("GPUFLEET_STAMP_DIR")
-    os.environ["GPUFLEET_STAMP_DIR"] = str(tmp_path_factory.mktemp("deploy-stamps"))
+    session must not decide what this one plans. Their key too (GPUFLEET_STAMP_KEY), never
+    the machine's own ``~/.config/gpufleet/stamp-key``."""
+    folder = tmp_path_factory.mktemp("deploy-stamps")
+    names = {"GPUFLEET_STAMP_DIR": str(folder), "GPUFLEET_STAMP_KEY": str(folder) + ".key"}
+    before = {name: os.environ.get(name) for name in names}
+    os.environ.update(names)
     yield
-    if before is None:
-        os.environ.pop("GPUFLEET_STAMP_DIR", None)
-    else:
-        os.environ["GPUFLEET_STAMP_DIR"] = before
+    for name, value in before.items():
+        if value is None:
+            os.environ.pop(name, None)
+        else:
+            os.environ[name] = value

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ipaddress
 import re
 from dataclasses import dataclass
 from typing import Any
@@ -50,6 +51,15 @@ class CacheRef:
     @property
     def nvidia_repo_url(self) -> str:
         return f"{self.apt_url}/{NVIDIA_PREFIX}"
+
+
+def is_ipv4(address: str) -> bool:
+    """Whether ``address`` is an IPv4 address (else a host name, resolved where it is used)."""
+    try:
+        ipaddress.IPv4Address(address)
+    except ValueError:
+        return False
+    return True
 
 
 def cache_ref(inventory: Any, spec_of: Any) -> CacheRef | None:

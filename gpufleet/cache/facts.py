@@ -46,3 +46,28 @@ class CacheAnswers(FactBase):
             if line.startswith("gpufleet-cache: "):
                 return line.removeprefix("gpufleet-cache: ").strip()
         return " ".join(output[-2:]) or "python3 printed nothing"
+
+
+class ResolvedAddresses(FactBase):
+    """
+    The IPv4 addresses a name resolves to on this host (``getent ahostsv4``), sorted; empty
+    when it resolves to none. On Debian and Ubuntu a host's own name may resolve to
+    ``127.0.1.1`` only (``/etc/hosts``).
+
+    .. code:: python
+
+        ["10.0.0.5"]
+    """
+
+    @override
+    def command(self, hostname: str) -> StringCommand:
+        return StringCommand("getent ahostsv4", QuoteString(hostname), "|| true")
+
+    @staticmethod
+    @override
+    def default() -> list[str]:
+        return []
+
+    @override
+    def process(self, output: list[str]) -> list[str]:
+        return sorted({line.split()[0] for line in output if line.split()})

@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from gpufleet.drift.sentences import conditional_sentence, sentence_for
+from gpufleet.stages.foreign import DRIFT_PREFIX
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 DEFAULT_DEPLOY = REPO_ROOT / "deploy" / "gpu_node.py"
@@ -44,6 +45,12 @@ _STAGES = {
     "--> Preparing operation files...": "prepare",
     "--> Disconnecting from hosts...": "disconnect",
 }
+
+
+# How a host whose reboot policy is 'never' says its driver waits for one (operations.kernel).
+REBOOT_PENDING = "reboot pending: "
+# The operation a reported finding stands under (no operation repairs it).
+REPORTED = "reported by the deploy (not repaired: the administrator's to change)"
 
 
 class DriftError(RuntimeError):
@@ -296,6 +303,13 @@ def build_report(
             hosts[host_name].conditional.append(conditional_sentence(name))
     for name, host in hosts.items():
         found = events[name]
+        for message in found.messages:  # what the deploy leaves to the administrator
+            if message.startswith(DRIFT_PREFIX):
+                host.changes.append(message.removeprefix(DRIFT_PREFIX))
+                host.operations.append(REPORTED)
+            elif message.startswith(REBOOT_PENDING):  # reboot: never (a stamped run says it too)
+                host.changes.append(message)
+                host.operations.append(REPORTED)
         if _unreachable(found):
             host.status = "unreachable"
             host.reason = _reason(found, "could not connect")

@@ -14,6 +14,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from gpufleet.stages import foreign
 from gpufleet.stages.driver import (
     DISTRO_DRIVER_BLOCK,
     DKMS_MOK,
@@ -56,6 +57,10 @@ RULES: tuple[Rule, ...] = (
     _rule(rf"{re.escape(APT_PROXY)}: apt proxy", f"apt proxy setting in {APT_PROXY} differs"),
     _rule(r"ca-certificates, curl, gnupg", "ca-certificates, curl or gnupg missing"),
     _rule(
+        rf"(?P<path>/\S+): {re.escape(foreign.REPAIRS['apt-source'])}",
+        "{path} adds NVIDIA's repository beside gpufleet's source (the deploy removes it)",
+    ),
+    _rule(
         r"no cuda-keyring one-line source",
         "cuda-keyring's one-line apt source is present (apt refuses it beside the managed one)",
     ),
@@ -70,6 +75,14 @@ RULES: tuple[Rule, ...] = (
     ),
     # driver
     _rule(r"kernel headers and DKMS", "kernel headers for the running kernel or DKMS missing"),
+    _rule(
+        rf"(?P<path>/\S+): {re.escape(foreign.REPAIRS['nouveau'])}",
+        "{path} loads nouveau (the deploy comments the line out)",
+    ),
+    _rule(
+        rf"(?P<path>/\S+): {re.escape(foreign.REPAIRS['apt-pin'])}",
+        "{path} pins NVIDIA packages beside gpufleet's branch lock (the deploy removes it)",
+    ),
     _rule(rf"{re.escape(DKMS_MOK)}: DKMS signs .*", f"{DKMS_MOK} differs (DKMS module signing)"),
     _rule(
         rf"{re.escape(NOUVEAU_BLACKLIST)}: nouveau .*",
@@ -166,6 +179,10 @@ RULES: tuple[Rule, ...] = (
     _rule(
         r"(?P<service>/\S+), (?P<timer>\S+): periodic checks' units",
         "{service} or {timer} missing or differs (periodic checks)",
+    ),
+    _rule(
+        rf"(?P<paths>/.+): {re.escape(foreign.REPAIRS['unit'])}",
+        "{paths}: foreign override of gpufleet's periodic units (the deploy removes it)",
     ),
     # pyinfra's operations left unnamed: "module.op (arg=value, ...)"
     _rule(

@@ -21,6 +21,7 @@ from gpufleet.operations.apt_key import FETCH_KEY
 from gpufleet.operations.probes import (
     KeyringFingerprints,
     file_digest,
+    owner_differs,
     planning_fact,
 )
 from gpufleet.operations.repo_signature import (
@@ -124,6 +125,8 @@ def repository(
         )
     current = file_digest(host, sources)
     if current is None or current["sha256"] != hashlib.sha256(sources_text.encode()).hexdigest():
+        changed = True
+    if owner_differs(current):  # another user could repoint the repository (finding 9)
         changed = True
     if changed:
         # The .sources goes into place only after apt verified the repository with this key

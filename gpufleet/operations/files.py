@@ -14,7 +14,7 @@ from pyinfra.api import (
     operation,
 )
 
-from gpufleet.operations.probes import file_digest
+from gpufleet.operations.probes import file_digest, owner_differs
 from gpufleet.operations.stdin import encoded
 
 # $1: the file, $2: its mode; stdin: the content in base64. mktemp makes the file mode 600.
@@ -66,9 +66,11 @@ def content(path: str, text: str | HiddenValue, mode: str = "644", present: bool
     raw = text.unmask() if isinstance(text, HiddenValue) else text
     wanted = hashlib.sha256(raw.encode()).hexdigest()
     if current is not None and current["sha256"] == wanted:
+        if owner_differs(current):  # review finding 9: another user could rewrite it
+            yield StringCommand("chown root:root", QuoteString(path))
         if current["mode"] != mode:
             yield StringCommand("chmod", mode, QuoteString(path))
-        else:
+        elif not owner_differs(current):
             host.noop(f"file {path} is up to date")
         return
 
@@ -89,3 +91,72 @@ def write_command(path: str, text: str, mode: str) -> StringCommand:
         mode,
         _stdin=encoded(text),
     )
+
+
+@operation(is_idempotent=False)
+def removed(paths: list[str], then: list[str] | None = None):
+    """
+    Remove ``paths`` (which the plan found present), then run ``then``: the caller decides
+    from what the host probe read, so this reads nothing itself.
+
+    **Example:**
+
+    .. code:: python
+
+        removed(
+            name="foreign override removed",
+            paths=["/run/systemd/system/x.service"],
+            then=["systemctl daemon-reload"],
+        )
+    """
+    bad = [p for p in paths if not p.startswith("/")]
+    if bad or not paths:
+        raise OperationError(f"removed: give absolute paths, not {bad or 'none'}")
+    yield StringCommand("rm -f --", *[QuoteString(p) for p in paths])
+    yield from then or ()
+
+
+# $1: the file, $2: the note; then the lines (as the probe printed them, trimmed) to comment
+# out. The rest of the file is kept as it is, its owner and mode too; replaced in one rename.
+_COMMENT = r"""set -e
+f=$1; note=$2; shift 2
+tmp=$(mktemp -- "$f.gpufleet-XXXXXXXX")
+trap 'rm -f -- "$tmp"' EXIT
+awk -v note="$note" 'BEGIN { for (i = 2; i < ARGC; i++) { bad[ARGV[i]] = 1; delete ARGV[i] } }
+{ t = $0; sub(/^[ \t]+/, "", t); sub(/[ \t]+$/, "", t)
+  if (t in bad) print "# " note ": " $0; else print }' "$f" "$@" > "$tmp"
+chown --reference="$f" -- "$tmp"
+chmod --reference="$f" -- "$tmp"
+mv -f -- "$tmp" "$f"
+trap - EXIT
+"""
+
+
+@operation(is_idempotent=False)
+def lines_commented(path: str, lines: list[str], note: str, then: list[str] | None = None):
+    """
+    Comment out ``lines`` of ``path`` (matched whole, surrounding blanks aside), prefixed with
+    ``note``; the rest of the file stays. Then run ``then``.
+
+    **Example:**
+
+    .. code:: python
+
+        lines_commented(
+            name="nouveau no longer loaded by /etc/modules-load.d/x.conf",
+            path="/etc/modules-load.d/x.conf",
+            lines=["nouveau"],
+            note="gpufleet: nouveau must not load beside the NVIDIA driver",
+        )
+    """
+    if not path.startswith("/") or not lines:
+        raise OperationError(f"lines_commented: {path!r} must be absolute, with lines to change")
+    yield StringCommand(
+        "sh -c",
+        QuoteString(_COMMENT),
+        "gpufleet-comment",
+        QuoteString(path),
+        QuoteString(note),
+        *[QuoteString(line) for line in lines],
+    )
+    yield from then or ()

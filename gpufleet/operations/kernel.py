@@ -14,7 +14,7 @@ from pyinfra.api.state import State
 from pyinfra.connectors.util import clear_askpass_cache, remove_any_sudo_askpass_file
 
 from gpufleet.operations import connection
-from gpufleet.operations.probes import NvidiaModuleState, file_digest
+from gpufleet.operations.probes import NvidiaModuleState, file_digest, owner_differs
 from gpufleet.text import plain
 
 REBOOT_POLICIES = ("auto", "never", "always")
@@ -50,7 +50,8 @@ def blacklist_module(module: str, path: str):
     """
     text = blacklist_text(module)
     current = file_digest(host, path)
-    if current is not None and current["sha256"] == hashlib.sha256(text.encode()).hexdigest():
+    wanted = hashlib.sha256(text.encode()).hexdigest()
+    if current is not None and current["sha256"] == wanted and not owner_differs(current):
         host.noop(f"{module} is already blacklisted in {path}")
         return
     yield StringCommand(
@@ -77,6 +78,15 @@ def reboot_reason(module_state: dict) -> str | None:
     if loaded and installed and loaded != installed:
         return f"NVIDIA module {loaded} is loaded, {installed} is installed"
     return None
+
+
+def reboot_pending(reason: str) -> str:
+    """What a host whose reboot policy is 'never' says while its driver waits for a reboot
+    (``gpufleet drift`` counts the line as drift)."""
+    return (
+        f"reboot pending: {reason} (reboot policy 'never'; reboot this host yourself, or run "
+        "again with reboot: 'auto')"
+    )
 
 
 @operation(is_idempotent=False)
@@ -107,10 +117,7 @@ def reboot_for_driver(policy: str = "auto", reboot_timeout: int = 600, delay: in
         host.noop("the running driver is the installed one: no reboot needed")
         return
     if policy == "never":
-        logger.warning(
-            f"{host.print_prefix}reboot pending: {reason} (reboot policy 'never'; reboot this "
-            "host yourself, or run again with reboot: 'auto')"
-        )
+        logger.warning(f"{host.print_prefix}{reboot_pending(reason)}")
         host.noop(f"reboot pending ({reason}), left to the operator by policy 'never'")
         return
     logger.info(f"{host.print_prefix}reboot needed: {reason}")

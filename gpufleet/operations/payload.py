@@ -75,6 +75,12 @@ def _add(tar: tarfile.TarFile, path: Path, arcname: str) -> None:
         tar.addfile(info)
 
 
+def file_count(archive: bytes) -> int:
+    """How many regular files ``archive`` (a .tar.gz of ``make_archive``) holds."""
+    with tarfile.open(fileobj=io.BytesIO(archive), mode="r:gz") as tar:
+        return sum(1 for member in tar.getmembers() if member.isfile())
+
+
 def link_target(dest_dir: str, current_link: str) -> str:
     """What ``current_link`` holds: relative (``0.1.0``) when it sits beside ``dest_dir``, so
     the tree can be moved or mounted elsewhere whole; otherwise ``dest_dir`` itself."""
@@ -89,7 +95,8 @@ def directory(archive: bytes, dest_dir: str, current_link: str | None = None):
     """
     Unpack ``archive`` (a .tar.gz) into ``dest_dir``, replacing what was there, and point
     ``current_link`` at it (relative when beside it: ``current -> 0.1.0``); nothing happens
-    when the installed copy has the same digest and the link points there.
+    when the installed copy has the same digest, nothing under it changed since it was
+    installed, and the link points there.
 
     + archive: the .tar.gz bytes (see ``make_archive``)
     + dest_dir: e.g. ``/opt/gpufleet/validation/0.1.0``
@@ -111,10 +118,15 @@ def directory(archive: bytes, dest_dir: str, current_link: str | None = None):
     current = host.get_fact(PayloadState, dest_dir=dest_dir, link=current_link or "")
     target = link_target(dest_dir, current_link) if current_link is not None else None
     link_ok = target is None or current["link"] == target
-    if current["digest"] == digest and link_ok:
+    intact = (
+        current["digest"] == digest
+        and not current.get("changed")
+        and current.get("files") in (None, file_count(archive))
+    )
+    if intact and link_ok:
         host.noop(f"{dest_dir} is up to date")
         return
-    if current["digest"] != digest:
+    if not intact:
         staging = f"{dest_dir}.gpufleet-new"
         yield StringCommand(
             "sh -c",

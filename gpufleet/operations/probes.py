@@ -38,11 +38,12 @@ def planning_fact(host: Host, fact: type[FactBase[T]], **kwargs: Any) -> T:
 
 class FileDigest(FactBase):
     """
-    Mode and sha256 of a file, or ``None`` when it does not exist.
+    Mode, sha256 and owner (``uid:gid``) of a file, or ``None`` when it does not exist. The
+    owner is ``None`` when the host did not print it.
 
     .. code:: python
 
-        {"mode": "644", "sha256": "e3b0c442..."}
+        {"mode": "644", "sha256": "e3b0c442...", "owner": "0:0"}
     """
 
     @override
@@ -54,21 +55,35 @@ class FileDigest(FactBase):
             QuoteString(path),
             "&& sha256sum",
             QuoteString(path),
+            "&& stat -c %u:%g",
+            QuoteString(path),
             "; fi",
         )
 
     @override
-    def process(self, output: list[str]) -> dict[str, str] | None:
+    def process(self, output: list[str]) -> dict[str, str | None] | None:
         if len(output) < 2:
             return None
-        return {"mode": output[0].strip(), "sha256": output[1].split()[0]}
+        owner = output[2].strip() if len(output) > 2 else None
+        return {"mode": output[0].strip(), "sha256": output[1].split()[0], "owner": owner}
 
 
-# A digest for every path given: "PATH<TAB>MODE<TAB>SHA256" per regular file, nothing for a
-# path that is not one (gpufleet's paths hold no tab or newline: the spec's path checks).
+ROOT_OWNER = "0:0"
+
+
+def owner_differs(current: dict[str, str | None] | None) -> bool:
+    """Whether a ``FileDigest`` says the file is not root's (uid and gid 0): another user could
+    then rewrite what gpufleet wrote and runs as root (review finding 9)."""
+    return current is not None and current.get("owner") not in (None, ROOT_OWNER)
+
+
+# A digest for every path given: "PATH<TAB>MODE<TAB>SHA256<TAB>UID:GID" per regular file,
+# nothing for a path that is not one (gpufleet's paths hold no tab or newline: the spec's path
+# checks).
 _DIGESTS = r"""for p; do
   if [ -f "$p" ]; then
-    printf '%s\t%s\t%s\n' "$p" "$(stat -c %a -- "$p")" "$(sha256sum < "$p" | cut -d' ' -f1)"
+    printf '%s\t%s\t%s\t%s\n' "$p" "$(stat -c %a -- "$p")" \
+      "$(sha256sum < "$p" | cut -d' ' -f1)" "$(stat -c %u:%g -- "$p")"
   fi
 done
 """
@@ -96,9 +111,10 @@ class FileDigests(FactBase):
         found = {}
         for line in output:
             path, _, rest = line.rstrip("\n").partition("\t")
-            mode, _, digest = rest.partition("\t")
+            mode, _, rest = rest.partition("\t")
+            digest, _, owner = rest.partition("\t")
             if path and mode and len(digest) == 64:
-                found[path] = {"mode": mode, "sha256": digest}
+                found[path] = {"mode": mode, "sha256": digest, "owner": owner or None}
         return found
 
 
@@ -290,29 +306,58 @@ class NvidiaModuleState(FactBase):
 
 class PayloadState(FactBase):
     """
-    The digest recorded in an installed payload directory and where its ``current`` link points.
+    The digest recorded in an installed payload directory, where its ``current`` link points,
+    the first file under it changed since the digest was recorded (``None``: none), and how
+    many files it holds (``None`` when not installed).
+
+    Extraction writes the marker last, so every file of an untouched tree is older than it; an
+    edit, a chmod, a same-size rewrite with its times put back or a replaced file gives a file
+    whose change time is newer, and an added or deleted one another count (review finding
+    10). The caches Python may write there (``__pycache__``) are left out.
 
     .. code:: python
 
-        {"digest": "9f2c...", "link": "/opt/gpufleet/validation/0.1.0"}
+        {"digest": "9f2c...", "link": "0.1.0", "changed": None, "files": 212}
     """
 
     @override
     def command(self, dest_dir: str, link: str) -> StringCommand:
+        marker = QuoteString(f"{dest_dir}/.gpufleet-payload")
+        files = [
+            "find",
+            QuoteString(dest_dir),
+            "-mindepth 1 \\( -name __pycache__ -o -name .pytest_cache \\) -prune",
+            "-o -type f ! -path",
+            marker,
+        ]
         return StringCommand(
             "echo digest=$(cat",
-            QuoteString(f"{dest_dir}/.gpufleet-payload"),
+            marker,
             "2>/dev/null); echo link=$(readlink",
             QuoteString(link),
-            "2>/dev/null)",
+            "2>/dev/null); if [ -f",
+            marker,
+            "]; then echo changed=$(",
+            *files,
+            "-cnewer",
+            marker,
+            "-print -quit 2>/dev/null); echo files=$(",
+            *files,
+            "-print 2>/dev/null | wc -l); fi",
         )
 
     @staticmethod
     @override
-    def default() -> dict[str, str | None]:
-        return {"digest": None, "link": None}
+    def default() -> dict[str, str | int | None]:
+        return {"digest": None, "link": None, "changed": None, "files": None}
 
     @override
-    def process(self, output: list[str]) -> dict[str, str | None]:
+    def process(self, output: list[str]) -> dict[str, str | int | None]:
         values = dict(line.strip().partition("=")[::2] for line in output if "=" in line)
-        return {"digest": values.get("digest") or None, "link": values.get("link") or None}
+        count = values.get("files", "").strip()
+        return {
+            "digest": values.get("digest") or None,
+            "link": values.get("link") or None,
+            "changed": values.get("changed") or None,
+            "files": int(count) if count.isdigit() else None,
+        }

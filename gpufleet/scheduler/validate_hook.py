@@ -2,7 +2,9 @@
 
 Slurm's commands run on each host itself over the validate run's own SSH settings (a slurmd
 host has slurm-client and munge). A host with running jobs gets no speed workload (its figures
-would measure the jobs, and the jobs would suffer): its workloads check is ``inconclusive``.
+would measure the jobs, and the jobs would suffer): its workloads check is ``inconclusive``. So
+does a host whose Slurm cannot be asked (munge or slurmctld down): its jobs are unknown, not
+none (review finding 16).
 After the run, a failing host is drained with ``gpufleet: <check>: <message>``; a passing one
 is resumed only if gpufleet drained it (gpufleet.scheduler.rule).
 """
@@ -22,6 +24,7 @@ from gpufleet.scheduler.slurm import Runner, Slurm
 # The pytest -k expression that leaves out the speed workloads (validation/test_workloads.py).
 NO_WORKLOADS = "not test_workloads"
 BUSY_CHECK = "workloads::not_run_jobs_running"
+UNKNOWN_CHECK = "workloads::not_run_jobs_unknown"
 RunnerFor = Callable[[InventoryHost], Runner]
 
 
@@ -47,15 +50,17 @@ def running_jobs(host: InventoryHost, runner_for: RunnerFor) -> tuple[list[str],
         return [], f"could not ask Slurm for the jobs on {host.name}: {exc}"
 
 
-def select_for(jobs: list[str], select: str | None) -> str | None:
-    """The pytest -k of a busy host: the user's selection without the workloads."""
-    if not jobs:
+def select_for(jobs: list[str], select: str | None, unknown: bool = False) -> str | None:
+    """The pytest -k of a busy host (or one whose jobs are ``unknown``): the user's selection
+    without the workloads."""
+    if not jobs and not unknown:
         return select
     return f"({select}) and {NO_WORKLOADS}" if select else NO_WORKLOADS
 
 
-def mark_busy(document: dict[str, Any], jobs: list[str]) -> dict[str, Any]:
-    """Add the inconclusive workloads check of a host that kept its jobs; status follows."""
+def mark_busy(document: dict[str, Any], jobs: list[str], unknown: str = "") -> dict[str, Any]:
+    """Add the inconclusive workloads check of a host that kept its jobs (or whose jobs are
+    unknown: ``unknown`` says why); status follows."""
     check = {
         "name": BUSY_CHECK,
         "status": "inconclusive",
@@ -64,6 +69,12 @@ def mark_busy(document: dict[str, Any], jobs: list[str]) -> dict[str, Any]:
         "figures": {"jobs": jobs},
         "duration_s": 0.0,
     }
+    if unknown:
+        check["name"] = UNKNOWN_CHECK
+        check["message"] = (
+            f"inconclusive: {unknown}, so its jobs are unknown; speed workloads not run, as on "
+            "a busy host (validate it again once Slurm answers)"
+        )
     checks = [*document["checks"], check]
     status = overall_status(checks, document["run_error"], document["schema_version"])
     return {**document, "checks": checks, "summary": summarize(checks), "status": status}
@@ -102,6 +113,7 @@ class SlurmValidate:
     ) -> None:
         self.runner_for = runner_for or default_runner_for(workdir)
         self.jobs: dict[str, list[str]] = {}
+        self.unknown: dict[str, str] = {}  # run alias -> why Slurm could not be asked
         self.log = log
 
     def before(self, runs: Sequence[Any], select: str | None) -> dict[str, str | None]:
@@ -110,11 +122,12 @@ class SlurmValidate:
         for run in runs:
             jobs, note = running_jobs(run.host, self.runner_for)
             if note:
-                self.log(f"slurm: {note}")
+                self.log(f"slurm: {note}: no speed workload (its jobs are unknown)")
+                self.unknown[run.alias] = note
             if jobs:
                 self.log(f"slurm: {run.host.name} runs job(s) {', '.join(jobs)}: no speed workload")
             self.jobs[run.alias] = jobs
-            selects[run.alias] = select_for(jobs, select)
+            selects[run.alias] = select_for(jobs, select, unknown=bool(note))
         return selects
 
     def after(self, runs: Sequence[Any]) -> None:
@@ -123,6 +136,7 @@ class SlurmValidate:
             if run.document is None:
                 continue
             jobs = self.jobs.get(run.alias) or []
-            if jobs and not run.document["run_error"]:
-                run.document = mark_busy(run.document, jobs)
+            unknown = self.unknown.get(run.alias, "")
+            if (jobs or unknown) and not run.document["run_error"]:
+                run.document = mark_busy(run.document, jobs, unknown)
             self.log(apply(run.host, run.document, self.runner_for))

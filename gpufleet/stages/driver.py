@@ -12,20 +12,18 @@ from gpufleet.matrix.apt_names import NVLSM_PACKAGE
 from gpufleet.operations import apt as gpufleet_apt
 from gpufleet.operations import dkms, kernel
 from gpufleet.operations import files as gpufleet_files
-from gpufleet.stages import fleet_cache, op_keys
+from gpufleet.stages import fleet_cache, foreign, op_keys
 from gpufleet.stages.fabric import fabric_packages, wants_fabric_manager
+from gpufleet.stages.host_config import DISTRO_DRIVER_BLOCK, NOUVEAU_BLACKLIST
+from gpufleet.stages.host_config import DRIVER_PREFERENCES as PREFERENCES
 from gpufleet.stages.host_probe import DRIVER_MARKER, branch_of_package_version
 from gpufleet.stages.node import NodePlan, node_plan
 from gpufleet.stages.preflight import foreign_driver
 from gpufleet.templates import render
 
-PREFERENCES = "/etc/apt/preferences.d/gpufleet-nvidia-driver"
-# Named to sort before any other preferences file: apt takes the first matching record.
-DISTRO_DRIVER_BLOCK = "/etc/apt/preferences.d/00-gpufleet-no-distro-nvidia-driver"
 # The Origin field of each distribution's archive (its Release file).
 ARCHIVE_ORIGINS = {"ubuntu": "Ubuntu", "debian": "Debian"}
 UNATTENDED_UPGRADES = "/etc/apt/apt.conf.d/51gpufleet-unattended-upgrades"
-NOUVEAU_BLACKLIST = "/etc/modprobe.d/gpufleet-blacklist-nouveau.conf"
 DKMS_MOK = "/etc/dkms/framework.conf.d/gpufleet-mok.conf"
 # Package name prefixes unattended-upgrades must never touch (DESIGN.md, decision 2).
 UPGRADE_BLACKLIST = ("nvidia-", "libnvidia-", "cuda-", "libcudnn", "libnccl")
@@ -93,6 +91,9 @@ def driver(plan: NodePlan | None = None):
         module="nouveau",
         path=NOUVEAU_BLACKLIST,
     )
+    # A blacklist stops nouveau's aliases only: a modules-load.d name, an install, softdep or
+    # alias line still loads it (and reboot: auto would reboot on every deploy for it).
+    foreign.repair(plan, "nouveau")
     gpufleet_files.content(
         name=f"{DISTRO_DRIVER_BLOCK}: distro builds of the NVIDIA driver blocked "
         "(NVIDIA's repository only)",
@@ -101,6 +102,7 @@ def driver(plan: NodePlan | None = None):
     )
     _remove_other_drivers(plan)
     _lock_branch(plan)
+    foreign.repair(plan, "apt-pin")  # another pin of NVIDIA's packages beside the lock
 
     fabric = fabric_packages(plan) if wants_fabric_manager(plan) else []
     packages = [*resolution.driver_packages, *fabric]

@@ -9,20 +9,36 @@ from pyinfra.api import DeployError, QuoteString, StringCommand, deploy, operati
 from pyinfra.api.state import State
 from pyinfra.context import ctx_state
 from pyinfra.operations import systemd
+from pyinfra.operations.util import any_changed
 
 from gpufleet.cache import derive
 from gpufleet.cache import wheelhouse as cache_wheelhouse
-from gpufleet.cache.facts import ANSWERS, CacheAnswers
+from gpufleet.cache.facts import ANSWERS, CacheAnswers, ResolvedAddresses
 from gpufleet.matrix import locks
+from gpufleet.operations import acng as gpufleet_acng
 from gpufleet.operations import apt as gpufleet_apt
 from gpufleet.operations import files as gpufleet_files
 from gpufleet.operations import python
 from gpufleet.operations.probes import planning_fact
+from gpufleet.stages import host_config
+from gpufleet.stages.monitoring import unit_files
 from gpufleet.stages.node import NodePlan, node_plan
 from gpufleet.templates import render
 
 ACNG_CONF = "/etc/apt-cacher-ng/zz_gpufleet.conf"  # read after the package's own files
+# AdminAuth: a secret generated on the cache host, readable by the service's user alone.
+ACNG_LOGIN = host_config.ACNG_SECURITY
+# Bound to one address, apt-cacher-ng fails to start before that address is up (its unit is
+# After=network.target only): at boot it waits for the network, and retries every 5 s (its
+# Restart=on-failure then stays within systemd's default start limit, 5 starts in 10 s).
+ACNG_DROPIN = host_config.ACNG_DROPIN
+ACNG_DROPIN_TEXT = (
+    "# gpufleet fleet cache: bound to the cache address; generated, edits are overwritten.\n"
+    "[Unit]\nWants=network-online.target\nAfter=network-online.target\n"
+    "[Service]\nRestartSec=5\n"
+)
 NGINX_CONF = "/etc/nginx/conf.d/gpufleet-wheelhouse.conf"
+NGINX_DEFAULT = host_config.NGINX_DEFAULT_SITE  # Debian's welcome page on port 80
 TOOLS = "/opt/gpufleet/cache-tools"  # the venv whose pip fills the wheelhouse
 PACKAGES = ["apt-cacher-ng", "nginx", "python3", "python3-venv"]
 
@@ -71,17 +87,22 @@ def _cache_host(plan: NodePlan) -> None:
             "apt-cacher-ng's world-readable config would hold. Fix: give the cache a mirror "
             "URL without a login."
         )
+    bound_address(cache)
     gpufleet_apt.install(name="fleet cache: apt-cacher-ng, nginx", packages=PACKAGES)
     acng = gpufleet_files.content(
         name=f"{ACNG_CONF}: NVIDIA's repository remapped, upstream proxy",
         path=ACNG_CONF,
-        text=render(
-            "acng-gpufleet.conf.j2",
-            port=derive.APT_PORT,
-            prefix=derive.NVIDIA_PREFIX,
-            upstream=upstream.nvidia_repo_url.rstrip("/") + "/",
-            proxy=upstream.cache_upstream_proxy or "",
-        ),
+        text=acng_conf(cache),
+    )
+    login = gpufleet_acng.admin_login(
+        name=f"{ACNG_LOGIN}: apt-cacher-ng's admin login (generated once, mode 600)",
+        path=ACNG_LOGIN,
+        current=plan.state.config.acng_admin,
+    )
+    unit_files(
+        name=f"{ACNG_DROPIN}: apt-cacher-ng starts once the network is up",
+        units={ACNG_DROPIN: ACNG_DROPIN_TEXT},
+        restart=["apt-cacher-ng.service"],
     )
     systemd.service(
         name="apt-cacher-ng running",
@@ -93,7 +114,7 @@ def _cache_host(plan: NodePlan) -> None:
         name="apt-cacher-ng restarted (its config changed)",
         service="apt-cacher-ng",
         restarted=True,
-        _if=acng.did_change,
+        _if=any_changed(acng, login),
     )
     # Simultaneous first requests for one file each go upstream (seen with apt-cacher-ng 3.7.4):
     # the signing key, which every client fetches at the same moment, is fetched here first.
@@ -105,7 +126,17 @@ def _cache_host(plan: NodePlan) -> None:
     site = gpufleet_files.content(
         name=f"{NGINX_CONF}: the wheelhouse index on :{derive.PIP_PORT}",
         path=NGINX_CONF,
-        text=render("nginx-wheelhouse.conf.j2", port=derive.PIP_PORT, root=cache_wheelhouse.ROOT),
+        text=render(
+            "nginx-wheelhouse.conf.j2",
+            address=cache.address,
+            port=derive.PIP_PORT,
+            root=cache_wheelhouse.ROOT,
+        ),
+    )
+    default_site = gpufleet_acng.absent(
+        name=f"{NGINX_DEFAULT}: nginx's default site gone",
+        path=NGINX_DEFAULT,
+        present=plan.state.config.nginx_default_site,
     )
     systemd.service(
         name="nginx running",
@@ -117,7 +148,7 @@ def _cache_host(plan: NodePlan) -> None:
         name="nginx reloaded (its config changed)",
         service="nginx",
         reloaded=True,
-        _if=site.did_change,
+        _if=any_changed(site, default_site),
     )
     python.venv(name="fleet cache: tool venv (pip download)", env_dir=TOOLS)
     for python_version, machine, lock in sorted(fleet_locks()):
@@ -136,6 +167,35 @@ def _cache_host(plan: NodePlan) -> None:
             index_url=upstream.pip_index_url_hidden,
             trusted_host=upstream.pip_trusted_host,
             proxy=upstream.apt_proxy_hidden,
+        )
+
+
+def acng_conf(cache: derive.CacheRef) -> str:
+    """The cache host's ``zz_gpufleet.conf``: bound to the fleet address, remaps only."""
+    upstream = cache.spec
+    return render(
+        "acng-gpufleet.conf.j2",
+        bind=cache.address,
+        port=derive.APT_PORT,
+        prefix=derive.NVIDIA_PREFIX,
+        upstream=upstream.nvidia_repo_url.rstrip("/") + "/",
+        proxy=upstream.cache_upstream_proxy or "",
+    )
+
+
+def bound_address(cache: derive.CacheRef) -> None:
+    """Refuse a cache address that is a name resolving, on the cache host, to no address or to
+    loopback only (apt-cacher-ng and nginx bind to what it resolves to there; Debian's
+    ``/etc/hosts`` maps a host's own name to 127.0.1.1). An IPv4 address is taken as it is."""
+    if derive.is_ipv4(cache.address):
+        return
+    found = host.get_fact(ResolvedAddresses, hostname=cache.address)
+    if not [address for address in found if not address.startswith("127.")]:
+        raise DeployError(
+            f"the fleet cache host {cache.name}: its address {cache.address!r} resolves there "
+            f"to {', '.join(found) or 'nothing'}, and the cache binds to that address only, "
+            "so no other host could reach it. Fix: set its ssh_hostname to its fleet IPv4 "
+            f"address, or make {cache.address} resolve on it to that address (/etc/hosts)."
         )
 
 

@@ -9,6 +9,8 @@ from pyinfra.api import FactBase, QuoteString, StringCommand
 from typing_extensions import override
 
 from gpufleet.matrix import gpu_by_device_id
+from gpufleet.stages import host_config
+from gpufleet.stages.host_config import HostConfig
 
 # The gpufleet file that records the driver branch this tool installed; its absence next to an
 # installed driver is what makes that driver "foreign".
@@ -103,7 +105,6 @@ done
 dpkg --audit 2>/dev/null | head -n 40
 echo '{s}env'; [ -x "$env/bin/python" ] && echo present
 echo '{s}shim_mok'; [ -e /var/lib/shim-signed/mok/MOK.der ] && echo present
-true
 """
 
 
@@ -153,6 +154,8 @@ class HostState:
     dpkg_problems: tuple[str, ...] = ()
     env_present: bool = False
     shim_mok_present: bool = False
+    # Configuration others write that bears on what gpufleet manages (gpufleet.stages.foreign).
+    config: HostConfig = field(default_factory=HostConfig)
 
     @property
     def dpkg_interrupted(self) -> bool:
@@ -218,7 +221,8 @@ class HostProbe(FactBase[HostState]):
     """
     Reads OS, architecture, kernel, NVIDIA PCI functions, Secure Boot, the loaded and installed
     driver, installed driver packages, packages on hold, GPU processes, free disk on each of
-    ``disk_paths``, dpkg's unfinished work and the environment's presence.
+    ``disk_paths``, dpkg's unfinished work, the environment's presence, and the configuration
+    others write beside gpufleet's (gpufleet.stages.host_config).
 
     .. code:: python
 
@@ -235,6 +239,7 @@ class HostProbe(FactBase[HostState]):
             patterns=" ".join(f"'{p}'" for p in DRIVER_PACKAGE_PATTERNS),
             marker=DRIVER_MARKER,
         )
+        script += host_config.SCRIPT.replace("{s}", _SECTION) + "true\n"
         return StringCommand(
             "sh",
             "-c",
@@ -300,6 +305,7 @@ def parse_probe(lines: list[str]) -> HostState:
         dpkg_problems=tuple(sections.get("dpkg", [])),
         env_present=first("env") == "present",
         shim_mok_present=first("shim_mok") == "present",
+        config=host_config.parse_config(sections),
     )
 
 

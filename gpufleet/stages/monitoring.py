@@ -13,9 +13,10 @@ from pyinfra.operations import systemd
 
 from gpufleet.operations import apt as gpufleet_apt
 from gpufleet.operations import files as gpufleet_files
-from gpufleet.operations.probes import file_digest
+from gpufleet.operations.probes import file_digest, owner_differs
 from gpufleet.spec import NodeSpec
-from gpufleet.stages import op_keys
+from gpufleet.stages import foreign, op_keys
+from gpufleet.stages.host_config import NODE_EXPORTER_DROPIN
 from gpufleet.stages.node import NodePlan, node_plan
 from gpufleet.stages.python_env import WRAPPER
 from gpufleet.stages.validation_payload import payload_paths
@@ -43,7 +44,6 @@ TIMEOUT_S = 1800
 # README.textfile; the binary's built-in default).
 NODE_EXPORTER_TEXTFILE_DIR = "/var/lib/prometheus/node-exporter"
 NODE_EXPORTER = "prometheus-node-exporter"
-NODE_EXPORTER_DROPIN = f"{UNIT_DIR}/{NODE_EXPORTER}.service.d/gpufleet-textfile.conf"
 # Only the data keys the periodic run reads: the file is world-readable and host data can
 # hold credentials (apt_proxy, pip_index_url).
 EXPECTATION_KEYS = ("tf_version", "gpu_count", "gpu_less", "thresholds")
@@ -150,7 +150,8 @@ def unit_files(units: Mapping[str, str | None], restart: list[str] | None = None
                 yield StringCommand("rm -f", QuoteString(path))
             continue
         wanted = hashlib.sha256(text.encode()).hexdigest()
-        if current and current["sha256"] == wanted and current["mode"] == "644":
+        same = current and current["sha256"] == wanted and current["mode"] == "644"
+        if same and not owner_differs(current):  # not root's: rewritten, root's (finding 9)
             continue
         changed.append(path)
         # One round trip, no temp file in /tmp, replaced in one rename at mode 644.
@@ -214,6 +215,7 @@ def periodic_checks(plan: NodePlan | None = None):
         units=unit_texts(spec, textfile=spec.node_exporter),
         restart=[TIMER],
     )
+    foreign.repair(plan, "unit")  # drop-ins, runtime copies and masks of those units
     _enabled_and(TIMER, "started")
 
 

@@ -9,11 +9,12 @@ from gpufleet.operations import apt as gpufleet_apt
 from gpufleet.operations import files as gpufleet_files
 from gpufleet.operations.repo_signature import release_base
 from gpufleet.spec import NodeSpec, urls
+from gpufleet.stages import foreign
+from gpufleet.stages.host_config import SOURCES
 from gpufleet.stages.node import NodePlan, node_plan
 from gpufleet.templates import render
 
 KEYRING = "/usr/share/keyrings/gpufleet-nvidia-cuda.gpg"
-SOURCES = "/etc/apt/sources.list.d/gpufleet-nvidia-cuda.sources"
 APT_PROXY = "/etc/apt/apt.conf.d/95gpufleet-proxy"
 APT_AUTH = "/etc/apt/auth.conf.d/gpufleet-nvidia-cuda.conf"
 SIGNED_OPERATION = "NVIDIA CUDA repository signed by the pinned key"
@@ -75,6 +76,9 @@ def nvidia_repo(plan: NodePlan | None = None):
         path=f"/etc/apt/sources.list.d/cuda-{distro}-{arch}.list",
         present=False,
     )
+    # Any other file adding NVIDIA's repository (another Signed-By for the same URI makes apt
+    # refuse every update; a second URI another route to NVIDIA's packages).
+    foreign.repair(plan, "apt-source")
     sources_text = render(
         "nvidia-cuda.sources.j2",
         uri=source_uri(spec, distro, arch),

@@ -12,6 +12,8 @@ from gpufleet import matrix
 from gpufleet.matrix import GpuModel, gpu_by_device_id
 from gpufleet.matrix.dcgm import DCGM_VERSION
 from gpufleet.matrix.os_python import venv_python_conflict
+from gpufleet.operations.kernel import reboot_pending, reboot_reason
+from gpufleet.stages import foreign
 from gpufleet.stages.dcgm import skip_reason as dcgm_skip_reason
 from gpufleet.stages.fabric import fabric_packages, wants_fabric_manager
 from gpufleet.stages.nccl_tests import skip_reason as nccl_tests_skip_reason
@@ -51,6 +53,28 @@ def announce(plan: NodePlan, unchanged: str = "") -> None:
     logger.info(f"{host.print_prefix}gpufleet plan: {plain(describe(plan))}{unchanged}")
     for warning in plan.require_resolution().warnings:
         logger.warning(f"{host.print_prefix}gpufleet: {plain(warning)}")
+    # What others configured that the deploy leaves to them: said on every run (gpufleet drift
+    # counts these lines as drift), a stamped one too.
+    for sentence in foreign.reported(plan):
+        logger.warning(f"{host.print_prefix}{foreign.DRIFT_PREFIX}{plain(sentence)}")
+    # A stamp holds for a host whose reboot the policy leaves to the operator (review finding
+    # 13): the run that stamped it said so, and so must every run the stamp spares.
+    reason = probed_reboot_reason(plan) if unchanged and plan.spec.reboot == "never" else None
+    if reason:
+        logger.warning(f"{host.print_prefix}{reboot_pending(plain(reason))}")
+
+
+def probed_reboot_reason(plan: NodePlan) -> str | None:
+    """Why the host's running kernel cannot use its installed driver, from the probe (the
+    question ``reboot_for_driver`` asks when it runs)."""
+    state = plan.state
+    return reboot_reason(
+        {
+            "nouveau": state.nouveau_loaded,
+            "loaded": state.loaded_driver,
+            "installed": state.installed_module,
+        }
+    )
 
 
 def describe(plan: NodePlan) -> str:

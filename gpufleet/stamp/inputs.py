@@ -1,7 +1,9 @@
 """Everything besides facts that a host's plan is made from, as one digest.
 
-That is: pyinfra's and Python's versions, the deploy file, every file of the shipped
-packages (the validation payload's, gpufleet's whole source among them), the inventory (every
+That is: Python's version and every installed distribution's (jinja2 renders every file),
+the deploy file and the modules it imported from its own folder, every file of the shipped
+packages (the validation payload's, gpufleet's whole source among them) and of pyinfra itself
+(a locally patched pyinfra of the same version), the inventory (every
 host's name, groups and data: stages such as the fleet cache and Slurm read other hosts), and
 the host's plan from its probe. Of the probe, the fields that change between any two runs
 (free disk space, the processes on the GPUs) enter only through what preflight makes of them,
@@ -19,6 +21,7 @@ import hashlib
 import os
 import platform
 import stat
+import sys
 from importlib import metadata
 from pathlib import Path
 from typing import Any
@@ -62,17 +65,64 @@ def _run_digest(state: Any, deploy_file: str, sources: dict[str, Path]) -> str:
     known = _RUN.get(state)
     if known is not None and known[0] == key:
         return known[1]
+    trees = {**sources, **pyinfra_trees()}
     shared = digest(
         {
             "pyinfra": metadata.version("pyinfra"),
             "python": platform.python_version(),
+            "distributions": distributions(),
             "deploy_file": _file_digest(Path(deploy_file)),
-            "sources": tree_digest(sources, known=store.stamp_dir() / SOURCES_FILE),
+            "deploy_imports": deploy_imports(deploy_file, trees),
+            "sources": tree_digest(trees, known=store.stamp_dir() / SOURCES_FILE),
             "inventory": _inventory(state.inventory),
         }
     )
     _RUN[state] = (key, shared)
     return shared
+
+
+def distributions() -> list[str]:
+    """Every distribution this Python sees, as its metadata folder's name (which holds its
+    version: ``jinja2-3.1.4.dist-info``), sorted: any library that shapes a plan (jinja2,
+    gevent, typing_extensions...) upgraded means new inputs. A listing of each import folder
+    (1 ms), not importlib.metadata's reading of every distribution (0.3 s)."""
+    found = set()
+    for folder in sys.path:
+        try:
+            with os.scandir(folder or ".") as entries:
+                found.update(
+                    e.name for e in entries if e.name.endswith((".dist-info", ".egg-info"))
+                )
+        except OSError:
+            continue
+    return sorted(found)
+
+
+def pyinfra_trees() -> dict[str, Path]:
+    """pyinfra's own folders: a patched file of the same version changes the inputs."""
+    import pyinfra
+    import pyinfra_cli
+
+    return {
+        "pyinfra": Path(pyinfra.__file__).parent,
+        "pyinfra_cli": Path(pyinfra_cli.__file__).parent,
+    }
+
+
+def deploy_imports(deploy_file: str, trees: dict[str, Path]) -> dict[str, str | None]:
+    """sha256 of every module imported from the deploy file's folder (a site's deploy file
+    and the helpers it imports), those of ``trees`` aside (digested with them)."""
+    folder = Path(deploy_file).resolve().parent
+    shipped = [tree.resolve() for tree in trees.values()]
+    found: dict[str, str | None] = {}
+    for module in list(sys.modules.values()):
+        name = getattr(module, "__file__", None)
+        if not name:
+            continue
+        path = Path(name).resolve()
+        if path.is_relative_to(folder) and not any(path.is_relative_to(s) for s in shipped):
+            found[str(path.relative_to(folder))] = _file_digest(path)
+    return dict(sorted(found.items()))
 
 
 def plan_view(plan: Any) -> dict[str, Any]:
@@ -107,6 +157,10 @@ def tree_digest(sources: dict[str, Path], known: Path | None = None) -> str:
     sources). Writing a file sets its change time, which nothing but the clock can set back.
     """
     before = _known_digests(known)
+    # As git's racy entries: a file changed within a clock tick of the last time what is known
+    # was written can have the times it had then (coarse change times before Linux 6.13, or
+    # NFS attribute caches): it is read again.
+    racy = _written_ns(known) - RACY_NS
     after: dict[str, list[Any]] = {}
     total = hashlib.sha256()
     for name, folder in sorted(sources.items()):
@@ -125,13 +179,24 @@ def tree_digest(sources: dict[str, Path], known: Path | None = None) -> str:
                 continue
             key = [info.st_size, info.st_mtime_ns, info.st_ctime_ns, info.st_ino]
             seen = before.get(str(path))
-            sha = seen[4] if seen is not None and seen[:4] == key else _sha256(path)
+            fresh = max(info.st_mtime_ns, info.st_ctime_ns) >= racy
+            sha = seen[4] if seen is not None and seen[:4] == key and not fresh else _sha256(path)
             after[str(path)] = [*key, sha]
             total.update(f"{name}/{'/'.join(parts)}\0{info.st_mode & 0o100}\0".encode())
             total.update(bytes.fromhex(sha))
     if known is not None and after != before:
         store.write_private(known, after)
     return total.hexdigest()
+
+
+RACY_NS = 2_000_000_000  # 2 s: the coarsest change-time tick (FAT, some NFS servers)
+
+
+def _written_ns(known: Path | None) -> int:
+    try:
+        return known.stat().st_mtime_ns if known is not None else 0
+    except OSError:
+        return 0
 
 
 def _known_digests(known: Path | None) -> dict[str, list[Any]]:

@@ -31,7 +31,7 @@ _UNIT_FACTS = {fact_name(cls): cls for cls in (SystemdStatus, SystemdEnabled)}
 _UNIT_DEFAULTS = {"user_mode": False, "machine": None, "user_name": None}
 
 
-# --- FileDigest: the mode and sha256 of one file -------------------------------------------
+# --- FileDigest: the mode, sha256 and owner of one file -------------------------------------
 
 
 def digest_key(read: FactRead) -> Hashable | None:
@@ -46,8 +46,9 @@ def digest_key(read: FactRead) -> Hashable | None:
 
 
 def digests_script(paths: list[Any]) -> str:
-    """Mode and digest of every regular file among ``paths``: the paths that are files, then
-    ``stat`` over them all, then ``sha256sum``, each part ending in a mark with its status."""
+    """Mode, owner and digest of every regular file among ``paths``: the paths that are files,
+    then ``stat`` over them all, then ``sha256sum``, each part ending in a mark with its
+    status."""
     quoted = " ".join(shlex.quote(path) for path in paths)
     return "\n".join(
         [
@@ -55,7 +56,7 @@ def digests_script(paths: list[Any]) -> str:
             f'for p in {quoted}; do if [ -f "$p" ]; then set -- "$@" "$p"; fi; done',
             'for p; do echo "$p"; done',
             f"echo '{_MARK}'",
-            "if [ $# -gt 0 ]; then stat -c '%a %n' \"$@\"; fi",
+            "if [ $# -gt 0 ]; then stat -c '%a %u:%g %n' \"$@\"; fi",
             f'echo "{_MARK} $?"',
             'if [ $# -gt 0 ]; then sha256sum "$@"; fi',
             f'echo "{_MARK} $?"',
@@ -82,11 +83,12 @@ def digest_replies(paths: list[Any], reply: Reply) -> dict[Any, Reply] | None:
         return None
     found: dict[Any, Reply] = {path: (0, []) for path in paths}
     for path, mode_line, hash_line in zip(files, modes, hashes, strict=True):
-        mode, _, named = mode_line.partition(" ")
+        mode, _, rest = mode_line.partition(" ")
+        owner, _, named = rest.partition(" ")
         digest, _, hashed = hash_line.partition("  ")
-        if named != path or hashed != path or not mode or not digest:
+        if named != path or hashed != path or not mode or not owner or not digest:
             return None  # a line of another file (or an escaped name): never hand it on
-        found[path] = (0, [mode, hash_line])
+        found[path] = (0, [mode, hash_line, owner])
     return found
 
 

@@ -33,8 +33,10 @@ from pyinfra.context import ctx_host
 from gpufleet.stamp.canonical import NotCanonical, digest
 from gpufleet.stamp.witnesses import Witness, witness_of
 
-# Fact classes a stamp may name: they are imported again when the stamp is checked.
+# Fact classes a stamp may name: they are imported again when the stamp is checked. Never one
+# whose command is its argument (pyinfra's server.Command): a stamp's commands run as root.
 TRUSTED_MODULES = ("pyinfra.facts.", "gpufleet.")
+UNTRUSTED_FACTS = ("pyinfra.facts.server:Command",)
 # Passwords change how a command runs, not what it prints: never digested, never stored.
 _SECRET_KEYS = {"_sudo_password", "_su_password"}
 
@@ -155,7 +157,14 @@ def install() -> None:
         recording = _RECORDINGS.get(host)
         if recording is None or host in _PENDING:
             return get_fact(state, host, cls, *args, **kwargs)
-        _PENDING[host] = pending = _Pending(arguments=_plain_arguments(state, host, cls, args))
+        arguments = _plain_arguments(state, host, cls, args)
+        witness = witness_of(cls)
+        # The witness is read before its fact (review finding 7): a change between the two then
+        # shows as a witness that differs next time, never as the new normal.
+        before = None
+        if witness is not None and arguments is not None:
+            before = _witness_before(state, host, cls, args, witness, arguments, run_shell_command)
+        _PENDING[host] = pending = _Pending(arguments=arguments)
         try:
             value = get_fact(state, host, cls, *args, **kwargs)
         except Exception as exc:
@@ -164,9 +173,8 @@ def install() -> None:
             raise
         finally:
             _PENDING.pop(host, None)
-        witness = witness_of(cls)
         if witness is not None and pending.arguments is not None:
-            pending = _witnessed(host, witness, pending, run_shell_command)
+            pending = _witnessed(pending, before)
         _note(recording, cls, pending, value)
         return value
 
@@ -231,24 +239,73 @@ def witness_value(ok: bool, lines: list[str]) -> str:
     return digest({"ok": ok, "lines": lines})
 
 
-def _witnessed(host: Host, witness: Witness, pending: _Pending, run: Any) -> _Pending:
-    """Run the fact's witness now, right after the fact: a cheaper command whose stdout stays
-    the same only while the fact's value would (``EnvProblems``: the change time of every file
-    it reads, instead of checking each against pip's RECORD; gpufleet.stamp.witnesses)."""
+@dataclass(frozen=True)
+class _WitnessRead:
+    """A witness run before its fact: its command, the connector arguments it ran with, what
+    it printed (or why it could not run)."""
+
+    command: str | None
+    connector_arguments: dict[str, Any]
+    ok: bool = False
+    lines: tuple[str, ...] = ()
+    problem: str | None = None
+
+
+def _witness_before(
+    state: Any,
+    host: Host,
+    cls: type,
+    args: tuple[Any, ...],
+    witness: Witness,
+    arguments: dict[str, Any],
+    run: Any,
+) -> _WitnessRead:
+    """Run the fact's witness now, before the fact, with the connector arguments pyinfra will
+    give the fact: a cheaper command whose stdout stays the same only while the fact's value
+    would (``EnvProblems``: the change time of every file it reads, instead of checking each
+    against pip's RECORD; gpufleet.stamp.witnesses)."""
+    command, problem = shell_text(witness(**arguments))
+    fact_args = args[0] if args else None
+    fact_kwargs = args[1] if len(args) > 1 else None
+    try:
+        _kwargs, global_kwargs = pyinfra_facts._handle_fact_kwargs(
+            state, host, cls, fact_args, fact_kwargs
+        )
+    except (TypeError, ValueError) as exc:
+        return _WitnessRead(None, {}, problem=f"a witness's arguments: {exc}")
+    shell = getattr(cls(), "shell_executable", None)
+    if shell:
+        global_kwargs["_shell_executable"] = shell
+    connector = {k: v for k, v in global_kwargs.items() if k in CONNECTOR_ARGUMENT_KEYS}
+    if command is None or not host.connected:
+        return _WitnessRead(None, connector, problem=problem or "the host is not connected yet")
+    ok, output = run(host, StringCommand(command), **connector)
+    return _WitnessRead(command, connector, bool(ok), tuple(output.stdout_lines))
+
+
+def _witnessed(pending: _Pending, before: _WitnessRead | None) -> _Pending:
+    """The fact's read replaced by its witness, read before it with the same connector
+    arguments (else the read cannot be stamped)."""
     if pending.command is None or pending.problem is not None or pending.arguments is None:
         return pending
-    command, problem = shell_text(witness(**pending.arguments))
-    if command is None:
+    if before is None or before.command is None:
+        problem = (before.problem if before else None) or "a witness could not be read"
         return dataclasses.replace(pending, problem=problem)
-    ok, output = run(host, StringCommand(command), **pending.connector_arguments)
+    ran_with = {
+        k: v for k, v in pending.connector_arguments.items() if k in CONNECTOR_ARGUMENT_KEYS
+    }
+    if ran_with != before.connector_arguments:
+        return dataclasses.replace(
+            pending, problem="a witness ran with other connector arguments than its fact"
+        )
     return _Pending(
         arguments={},
-        command=command,
+        command=before.command,
         connector_arguments=pending.connector_arguments,
         executor=pending.executor,
         success_codes=pending.success_codes,
         problem=pending.problem,
-        witness=witness_value(bool(ok), list(output.stdout_lines)),
+        witness=witness_value(before.ok, list(before.lines)),
     )
 
 
@@ -270,8 +327,8 @@ def _note(
         recording.refuse(f"fact {cls.__name__} ran no command (a connector fact)")
     elif pending.arguments is None:
         recording.refuse(f"fact {cls.__name__}'s arguments are not plain data")
-    elif not name.startswith(TRUSTED_MODULES):
-        recording.refuse(f"fact {name} is neither pyinfra's nor gpufleet's")
+    elif not name.startswith(TRUSTED_MODULES) or name in UNTRUSTED_FACTS:
+        recording.refuse(f"fact {name} is not one a stamp may name")
     elif getattr(cls, "check_preconditions", None) is not _BASE_PRECONDITIONS:
         recording.refuse(f"fact {cls.__name__} has preconditions of its own")
     elif recording.executor not in (None, pending.executor):

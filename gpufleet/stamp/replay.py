@@ -25,7 +25,7 @@ from pyinfra.api import FactBase, StringCommand
 from typing_extensions import override
 
 from gpufleet.stamp.canonical import digest
-from gpufleet.stamp.record import TRUSTED_MODULES, FactRead, witness_value
+from gpufleet.stamp.record import TRUSTED_MODULES, UNTRUSTED_FACTS, FactRead, witness_value
 
 MISSING_COMMAND = "##PYINFRA_NOCMD##"  # pyinfra's sentinel for a fact's absent binary
 _END = "gpufleet-replay: done"
@@ -144,6 +144,8 @@ def fact_class(name: str) -> type[FactBase]:
     module, _, qualname = name.partition(":")
     if not module.startswith(TRUSTED_MODULES) and f"{module}." not in TRUSTED_MODULES:
         raise ValueError(f"fact {name} is neither pyinfra's nor gpufleet's")
+    if name in UNTRUSTED_FACTS:
+        raise ValueError(f"fact {name} runs its argument as a command: no stamp may name it")
     found: Any = importlib.import_module(module)
     for part in qualname.split("."):
         found = getattr(found, part)

@@ -5,6 +5,11 @@ The folder is ``$GPUFLEET_STAMP_DIR``, else ``$XDG_STATE_HOME/gpufleet/deploy-st
 secret (commands that carry one are never stamped); a file that is unreadable, of another
 format or not its owner's alone is ignored, so the host is planned in full.
 
+A stamp's commands run as root on its host, so every file here carries an HMAC under a key
+kept outside the folder (``$GPUFLEET_STAMP_KEY``, else ``$XDG_CONFIG_HOME/gpufleet/stamp-key``,
+else ``~/.config/gpufleet/stamp-key``; made on first use, mode 600): a stamp folder restored
+from a CI cache, shared, or written by anyone without that key is ignored (review finding 11).
+
 Example::
 
     save(Stamp(host="gpu-a", inputs="9f2c...", executor="77ab...", facts=[...]))
@@ -14,17 +19,20 @@ Example::
 from __future__ import annotations
 
 import hashlib
+import hmac
 import json
 import os
+import secrets
 import stat
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from gpufleet.stamp.record import FactRead
+from gpufleet.stamp.record import TRUSTED_MODULES, UNTRUSTED_FACTS, FactRead
 
-FORMAT = 1
+FORMAT = 2  # 2: every file signed (an HMAC under the stamp key)
+KEY_ENV = "GPUFLEET_STAMP_KEY"
 
 
 @dataclass(frozen=True)
@@ -47,6 +55,40 @@ def stamp_dir() -> Path:
     return Path(state_home) / "gpufleet" / "deploy-stamps"
 
 
+def key_path() -> Path:
+    explicit = os.environ.get(KEY_ENV)
+    if explicit:
+        return Path(explicit)
+    config_home = os.environ.get("XDG_CONFIG_HOME") or str(Path.home() / ".config")
+    return Path(config_home) / "gpufleet" / "stamp-key"
+
+
+def _key(create: bool) -> bytes | None:
+    """The stamp key (this user's alone), made when ``create`` and there is none; None when
+    there is none, or it is not this user's alone."""
+    path = key_path()
+    try:
+        if _private(path, stat.S_ISREG):
+            return path.read_bytes().strip() or None
+        return None
+    except FileNotFoundError:
+        if not create:
+            return None
+    path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+    try:
+        handle = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
+    except FileExistsError:  # another run made it first
+        return _key(create=False)
+    with os.fdopen(handle, "w") as out:
+        out.write(secrets.token_hex(32) + "\n")
+    return _key(create=False)
+
+
+def _mac(key: bytes, document: object) -> str:
+    text = json.dumps(document, sort_keys=True, separators=(",", ":"))
+    return hmac.new(key, text.encode(), hashlib.sha256).hexdigest()
+
+
 def stamp_path(host: str) -> Path:
     """One file per inventory name; the name is hashed, so any name makes a safe file name."""
     return stamp_dir() / f"{hashlib.sha256(host.encode()).hexdigest()[:32]}.json"
@@ -59,25 +101,34 @@ def save(stamp: Stamp) -> Path:
 
 def write_private(path: Path, document: object) -> Path:
     """Write ``document`` as JSON to ``path`` in the stamp folder, atomically, mode 600 in a
-    mode 700 folder."""
+    mode 700 folder, signed with the stamp key."""
+    key = _key(create=True)
+    if key is None:
+        raise OSError(f"the stamp key {key_path()} is not this user's alone (mode 600)")
+    signed = {"document": document, "mac": _mac(key, document)}
     folder = path.parent
     folder.mkdir(mode=0o700, parents=True, exist_ok=True)
     os.chmod(folder, 0o700)
     temporary = path.with_suffix(f".{os.getpid()}.tmp")
     handle = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600)
     with os.fdopen(handle, "w") as out:
-        json.dump(document, out, sort_keys=True)
+        json.dump(signed, out, sort_keys=True)
     os.replace(temporary, path)
     return path
 
 
 def read_private(path: Path) -> object | None:
-    """The JSON document at ``path``, or None when absent, unreadable or not this user's
-    alone (in a folder that is not either)."""
+    """The JSON document at ``path``, or None when absent, unreadable, not this user's alone
+    (in a folder that is not either), or not signed with this user's stamp key."""
     try:
         if not (_private(path.parent, stat.S_ISDIR) and _private(path, stat.S_ISREG)):
             return None
-        return json.loads(path.read_text())
+        signed = json.loads(path.read_text())
+        key = _key(create=False)
+        if key is None or not isinstance(signed, dict) or not isinstance(signed.get("mac"), str):
+            return None
+        document = signed.get("document")
+        return document if hmac.compare_digest(signed["mac"], _mac(key, document)) else None
     except (OSError, ValueError):
         return None
 
@@ -100,6 +151,8 @@ def load(host: str) -> Stamp | None:
             )
             for read in document["facts"]
         ]
+        if any(r.fact in UNTRUSTED_FACTS or not r.fact.startswith(TRUSTED_MODULES) for r in facts):
+            return None  # its commands are replayed before anything else: never such a one
         local_files = {
             str(k): (None if v is None else str(v)) for k, v in document["local_files"].items()
         }

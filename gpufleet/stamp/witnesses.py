@@ -2,7 +2,8 @@
 
 A witness is a cheaper command whose output stays the same only while the fact's value would
 (gpufleet's own facts carry theirs as a ``stamp_witness`` method: ``EnvProblems``,
-``KeyringFingerprints``). The recorder runs it right after the fact and stamps its output.
+``KeyringFingerprints``). The recorder runs it right before the fact and stamps its output
+(a change between the two then shows next time: review finding 7).
 
 Example: ``witness_of(DebPackages)()`` is the ``stat`` of dpkg's database.
 """

@@ -6,6 +6,7 @@ an install's debs before every host installs them (gpufleet.stages.fleet_cache.i
 
 from __future__ import annotations
 
+import shlex
 import subprocess
 import time
 from collections.abc import Iterator
@@ -80,3 +81,36 @@ def test_three_hosts_fetch_each_artifact_from_upstream_once(sandbox: Sandbox) ->
                 if op["hosts_with_change"]}  # fmt: skip
     print(f"no-op --dry through the cache: {dry_s:.1f} s")
     assert changing == {}
+
+
+# Run on a client: the HTTP status of each URL, asked directly or through the cache as proxy.
+_STATUSES = r"""
+import sys, urllib.error, urllib.request
+cache = sys.argv[1]
+for url, proxy in (("http://10.231.7.1/elsewhere.deb", cache),
+                   (cache + "/acng-report.html?doExpire=Start+Scan+and%2For+Expiration", None)):
+    proxies = {"http": proxy} if proxy else {}
+    opener = urllib.request.build_opener(urllib.request.ProxyHandler(proxies))
+    try:
+        print(opener.open(url, timeout=30).status)
+    except urllib.error.HTTPError as exc:
+        print(exc.code)
+    except OSError as exc:
+        print("error", exc)
+"""
+
+
+def test_the_cache_is_no_open_relay_and_its_maintenance_asks_a_login(sandbox: Sandbox) -> None:
+    """After the deploy above (review finding 6): a client's proxied request for a server no
+    remap names is refused (403), maintenance without the login is 401, nginx serves no port
+    80, and the login file is the service user's, mode 600."""
+    address = sandbox.state.hosts[0].address
+    client = sandbox.ssh(1, f"python3 -c {shlex.quote(_STATUSES)} http://{address}:3142")
+    assert client.returncode == 0, client.stderr
+    assert client.stdout.split() == ["403", "401"], client.stdout
+    port80 = sandbox.ssh(
+        1, f"python3 -c 'import socket; socket.create_connection((\"{address}\", 80), 5)'"
+    )
+    assert port80.returncode != 0, "nginx still answers on port 80 (its default site)"
+    login = sandbox.ssh(0, "stat -c '%U %a' /etc/apt-cacher-ng/zz_gpufleet_security.conf")
+    assert login.stdout.split() == ["apt-cacher-ng", "600"], login.stdout + login.stderr

@@ -9,7 +9,11 @@ from pathlib import Path
 from pyinfra_testing.facts import make_fact_tests
 
 HERE = Path(__file__).parent / "facts"
-MODULES = {"probes": "gpufleet.operations", "host_probe": "gpufleet.stages"}
+MODULES = {
+    "probes": "gpufleet.operations",
+    "acng": "gpufleet.operations",
+    "host_probe": "gpufleet.stages",
+}
 
 for _folder in sorted(p for p in HERE.iterdir() if p.is_dir()):
     _module = _folder.name.split(".", 1)[0]

@@ -80,6 +80,9 @@ class FakeGpuHost:
     # What a provisioned GPU host's XLA warm-up marker holds (default: this run's marker;
     # NO_MARKER: none, another text: an older TensorFlow's or payload's).
     xla_marker: str | None = None
+    # The probe's configuration sections (gpufleet.stages.host_config), each "##gpufleet-probe:
+    # NAME" line followed by what the host printed there: foreign sources, pins, overrides...
+    config_lines: tuple[str, ...] = ()
     inventory: dict[str, Any] = field(default_factory=dict)
 
     def spec(self) -> NodeSpec:
@@ -158,7 +161,7 @@ class FakeGpuHost:
             lines.append(f"{path}\t/dev/nvme0n1p2 976762584 1000 {gib * 1024 * 1024} 1% {mount}")
         lines += [f"{PROBE}dpkg", *self.dpkg_audit]
         lines += [f"{PROBE}env", *(["present"] if self.provisioned else [])]
-        return lines
+        return [*lines, *self.config_lines]
 
     def _gets_dcgm(self, spec: NodeSpec, resolution: matrix.Resolution) -> bool:
         """What the dcgm stage decides for this host (its GPUs, distro and ``dcgm`` key)."""

@@ -134,6 +134,7 @@ def test_real_apt_cacher_ng_fetches_each_nvidia_file_from_upstream_once(tmp_path
     conf.mkdir()
     text = render(
         "acng-gpufleet.conf.j2",
+        bind="127.0.0.1",
         port=acng_port,
         prefix=derive.NVIDIA_PREFIX,
         upstream=f"http://127.0.0.1:{up_port}/nvidia/",
@@ -201,7 +202,7 @@ def test_wheelhouse_index_script_lays_out_pep503_projects(tmp_path: Path) -> Non
     ("values", "proxy"),
     [
         ({"proxy": "http://10.231.7.1:3142"}, "http://10.231.7.1:3142"),  # the site's own wins
-        ({"proxy": "", "cache_proxy": "http://10.0.0.5:3142"}, "http://10.0.0.5:3142"),
+        ({"proxy": "", "cache_proxy": "http://10.0.0.5:3142"}, None),  # per archive host
         ({"proxy": "", "cache_proxy": ""}, None),  # cache_os_archive: False
     ],
 )
@@ -214,6 +215,11 @@ def test_apt_reaches_the_cache_directly_and_the_archive_through_it(tmp_path, val
     ).stdout  # fmt: skip
     assert 'Acquire::http::Proxy::10.0.0.5 "DIRECT";' in dump
     assert (f'Acquire::http::Proxy "{proxy}";' in dump) == (proxy is not None), dump
+    # The cache proxies the archives it has remaps for, no other host (ForceManaged refuses).
+    cache = values.get("cache_proxy")
+    for archive in ("archive.ubuntu.com", "security.ubuntu.com", "deb.debian.org"):
+        line = f'Acquire::http::Proxy::{archive} "{cache}";'
+        assert (line in dump) == bool(cache), dump
     # apt-cacher-ng tunnels no HTTPS: it is never apt's https proxy.
     assert 'Acquire::https::Proxy "http://10.0.0.5:3142"' not in dump
 

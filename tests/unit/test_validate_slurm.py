@@ -83,17 +83,25 @@ def test_a_passing_run_resumes_only_gpufleets_drain() -> None:
         assert did is resumed, reason
 
 
-def test_slurm_unreachable_is_said_and_the_run_goes_on() -> None:
+def test_slurm_unreachable_is_said_and_the_host_runs_no_workload() -> None:
+    """Review finding 16: a Slurm that cannot be asked was taken as "no jobs" (the speed
+    workloads ran beside whatever jobs the host had); its jobs are unknown, as on a busy host."""
+
     def broken(_argv: Any) -> tuple[int, str]:
         return 1, "slurm_load_jobs error: Unable to contact slurm controller"
 
     lines: list[str] = []
     slurm = hook.SlurmValidate(Path("/nonexistent"), lambda _h: broken, lines.append)
     run = SimpleNamespace(host=HOST, alias="a0", document=None)
-    assert slurm.before([run], None) == {"a0": None}
-    run.document = document(check("host_state::x", "fail", "bad"))
+    assert slurm.before([run], None) == {"a0": "not test_workloads"}
+    assert "Unable to contact" in lines[0] and "no speed workload" in lines[0]
+    run.document = document(check("host_state::x", "pass"))
     slurm.after([run])
-    assert "Unable to contact" in lines[0] and "could not apply" in lines[-1]
+    validate_results(run.document)
+    unknown = run.document["checks"][-1]
+    assert unknown["name"] == hook.UNKNOWN_CHECK and unknown["status"] == "inconclusive"
+    assert "jobs are unknown" in unknown["message"] and run.document["status"] == "unproven"
+    assert "neither drained nor resumed" in lines[-1]
 
 
 def test_the_selection_leaves_out_exactly_the_speed_workloads() -> None:
