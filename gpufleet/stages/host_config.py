@@ -142,6 +142,7 @@ echo '{s}nginx_default'
     + " ] || [ -L "
     + NGINX_DEFAULT_SITE
     + """ ]; } && echo present
+[ -e /etc/nginx/nginx.conf ] || echo not-installed
 """
 )
 
@@ -195,5 +196,9 @@ def parse_config(sections: dict[str, list[str]]) -> HostConfig:
         unit_overrides=tuple(sections.get("unit_overrides", [])),
         module_loaders=_lines(sections.get("module_loaders", [])),
         acng_admin=tuple(sections.get("acng_admin", [])),
-        nginx_default_site=(sections.get("nginx_default") or [""])[0] == "present",
+        # nginx's first install links its default site: a host without nginx yet gets it
+        # (fleet_cache removes it after the install in the same run, not one run later)
+        nginx_default_site=bool(
+            {"present", "not-installed"} & set(sections.get("nginx_default", []))
+        ),
     )

@@ -197,6 +197,19 @@ def test_cache_host_plan_writes_the_login_and_removes_the_default_site(tmp_path)
     assert f"{fleet_cache.ACNG_DROPIN} overrides" not in result.stdout + result.stderr
 
 
+def test_a_cache_host_without_nginx_yet_removes_the_default_site_in_the_same_run(tmp_path):
+    """The first sandbox deploy through the hardened cache installed nginx (whose first install
+    links the default site) after the probe had found no site: the next run removed it. The
+    probe's "not-installed" plans the removal after the install, in the one run."""
+    fresh = ("##gpufleet-probe:nginx_default", "not-installed")
+    result, plan = _plan(tmp_path, {"cache": dataclasses.replace(CACHE_HOST, config_lines=fresh)})
+    assert result.returncode == 0, result.stderr[-3000:]
+    names = [op["name"].split(" | ")[1] for op in plan]
+    removal = "/etc/nginx/sites-enabled/default: nginx's default site gone"
+    assert removal in {op["name"].split(" | ")[1] for op in plan if op["hosts_with_change"]}
+    assert names.index("fleet cache: apt-cacher-ng, nginx") < names.index(removal)
+
+
 def test_cache_host_with_the_login_in_order_and_no_default_site_plans_neither(tmp_path):
     in_order = ("##gpufleet-probe:acng_admin", *acng.IN_ORDER)
     result, plan = _plan(
