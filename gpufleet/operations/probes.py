@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any, TypeVar
 from weakref import WeakKeyDictionary
 
@@ -71,7 +72,7 @@ class FileDigest(FactBase):
 ROOT_OWNER = "0:0"
 
 
-def owner_differs(current: dict[str, str | None] | None) -> bool:
+def owner_differs(current: Mapping[str, str | None] | None) -> bool:
     """Whether a ``FileDigest`` says the file is not root's (uid and gid 0): another user could
     then rewrite what gpufleet wrote and runs as root (review finding 9)."""
     return current is not None and current.get("owner") not in (None, ROOT_OWNER)
@@ -107,8 +108,8 @@ class FileDigests(FactBase):
         )
 
     @override
-    def process(self, output: list[str]) -> dict[str, dict[str, str]]:
-        found = {}
+    def process(self, output: list[str]) -> dict[str, dict[str, str | None]]:
+        found: dict[str, dict[str, str | None]] = {}
         for line in output:
             path, _, rest = line.rstrip("\n").partition("\t")
             mode, _, rest = rest.partition("\t")
@@ -123,14 +124,14 @@ class FileDigests(FactBase):
 _SEEN: WeakKeyDictionary[Any, dict[str, set[str]]] = WeakKeyDictionary()
 
 
-def file_digest(host: Host, path: str) -> dict[str, str] | None:
+def file_digest(host: Host, path: str) -> dict[str, str | None] | None:
     """``host.get_fact(FileDigest, path=path)``; while planning, the first miss on a host reads
     every path the hosts planned before it asked for, in one round trip (FileDigests)."""
     if state.is_executing:
         return host.get_fact(FileDigest, path=path)
     unwrap = getattr(type(host), "_get_module", None)
     real = unwrap(host) if unwrap else host
-    memo: dict[str, dict[str, str] | None] = vars(real).setdefault(_DIGEST_MEMO, {})
+    memo: dict[str, dict[str, str | None] | None] = vars(real).setdefault(_DIGEST_MEMO, {})
     if path not in memo:
         seen = _SEEN.setdefault(_state_key(), {})
         # Paths other hosts asked for (a host asking again for its own would gain nothing).

@@ -86,7 +86,7 @@ def distributions() -> list[str]:
     version: ``jinja2-3.1.4.dist-info``), sorted: any library that shapes a plan (jinja2,
     gevent, typing_extensions...) upgraded means new inputs. A listing of each import folder
     (1 ms), not importlib.metadata's reading of every distribution (0.3 s)."""
-    found = set()
+    found: set[str] = set()
     for folder in sys.path:
         try:
             with os.scandir(folder or ".") as entries:

@@ -83,8 +83,8 @@ def digest_replies(paths: list[Any], reply: Reply) -> dict[Any, Reply] | None:
         return None
     found: dict[Any, Reply] = {path: (0, []) for path in paths}
     for path, mode_line, hash_line in zip(files, modes, hashes, strict=True):
-        mode, _, rest = mode_line.partition(" ")
-        owner, _, named = rest.partition(" ")
+        mode, _, owned = mode_line.partition(" ")
+        owner, _, named = owned.partition(" ")
         digest, _, hashed = hash_line.partition("  ")
         if named != path or hashed != path or not mode or not owner or not digest:
             return None  # a line of another file (or an escaped name): never hand it on

@@ -3,13 +3,15 @@
 Three hosts booted on the provisioned snapshot: a pinned distribution's file rewritten
 at the same size is repaired by one re-run (finding 5, the stamp not hiding it); and during the
 cluster tier on gfsb-h2 and gfsb-h3, the TF worker port answers the other member and not
-gfsb-h1, which is not in the group (finding 2); the run's nft table is gone afterwards.
+gfsb-h1, which is not in the group (finding 2); the run's nft table is gone afterwards; foreign
+settings on gfsb-h1 are drift, and those gpufleet owns are removed by one run (finding 8).
 (Finding 4, a kernel without the NVIDIA module, has no sandbox form: the sandbox's hosts are
 containers without GPUs or kernel modules; tests/unit/test_driver_module.py covers it.)
 """
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -101,3 +103,55 @@ def test_the_worker_port_answers_members_only_during_the_cluster_tier(
     assert "gpufleet_" in tables
     for host in (H2, H3):
         assert "gpufleet_" not in ok(sandbox, host, "nft list tables"), "the table outlived the run"
+
+
+# Finding 8 on gfsb-h1 (its stamp held before): what another tool or an administrator may add.
+EXTRA_SOURCE = "/etc/apt/sources.list.d/extra-cuda.list"
+OWN_DROP_IN = "/etc/systemd/system/gpufleet-periodic.service.d/off.conf"
+VENDOR_DROP_IN = "/etc/systemd/system/prometheus-node-exporter.service.d/site.conf"
+
+
+def test_foreign_settings_are_drift_and_those_gpufleet_owns_are_repaired_by_one_run(
+    sandbox: Sandbox, inventory: Path
+) -> None:
+    """Review finding 8 (issue 35 item 8): a second source of NVIDIA's repository and a
+    drop-in that turns the periodic checks off are found (the stamp no longer holds), named
+    by drift, and removed by one deploy; an override of a vendor's unit is named by drift and
+    left to the administrator."""
+    from gpufleet.sandbox.inventory import group_data
+    from gpufleet.stages.nvidia_repo import source_uri
+    from tests.integration.conftest import gpufleet
+    from tests.integration.fault_helpers import drift_args
+
+    spec = NodeSpec.from_host_data(group_data(sandbox.state))
+    resolution = spec.resolve(os_id="ubuntu", os_version="22.04", arch="x86_64", gpu_device_ids=())
+    uri = source_uri(spec, resolution.repo_distro, resolution.repo_arch)
+    assert planned_changes(inventory, H1) == []  # stamped: nothing to plan
+    ok(
+        sandbox,
+        H1,
+        f"echo 'deb [trusted=yes] {uri} /' > {EXTRA_SOURCE} && "
+        f"mkdir -p {Path(OWN_DROP_IN).parent} {Path(VENDOR_DROP_IN).parent} && "
+        f"printf '[Service]\\nExecStart=\\nExecStart=/bin/true\\n' > {OWN_DROP_IN} && "
+        f"printf '[Service]\\nNice=5\\n' > {VENDOR_DROP_IN} && systemctl daemon-reload",
+    )
+    report = gpufleet("drift", *drift_args(inventory, H1), "--json", check=False)
+    assert report.returncode == 1, report.stdout[-4000:] + report.stderr[-3000:]
+    changes = json.loads(report.stdout)["hosts"][H1]["changes"]
+    assert any(c.startswith(f"{EXTRA_SOURCE} adds NVIDIA's repository") for c in changes), changes
+    assert any(c.startswith(f"{OWN_DROP_IN}: foreign override") for c in changes), changes
+    assert any(c.startswith(f"{VENDOR_DROP_IN} overrides") for c in changes), changes
+    run = deploy(inventory, H1)
+    assert run.returncode == 0, pyinfra_cli.failure(run)
+    left = ok(sandbox, H1, f"ls {EXTRA_SOURCE} {OWN_DROP_IN} {VENDOR_DROP_IN} 2>/dev/null || true")
+    assert left.split() == [VENDOR_DROP_IN]
+    drop_ins = ok(sandbox, H1, "systemctl show -p DropInPaths --value gpufleet-periodic.service")
+    assert OWN_DROP_IN not in drop_ins
+    assert planned_changes(inventory, H1) == []
+    report = gpufleet("drift", *drift_args(inventory, H1), "--json", check=False)
+    assert report.returncode == 1  # the vendor's override: still the administrator's to decide
+    assert json.loads(report.stdout)["hosts"][H1]["changes"] == [
+        f"{VENDOR_DROP_IN} overrides prometheus-node-exporter.service (gpufleet keeps it)"
+    ]
+    ok(sandbox, H1, f"rm {VENDOR_DROP_IN} && systemctl daemon-reload")
+    assert gpufleet("drift", *drift_args(inventory, H1), check=False).returncode == 0

@@ -194,7 +194,11 @@ def test_wheelhouse_index_script_lays_out_pep503_projects(tmp_path: Path) -> Non
     ]
     linked = tmp_path / "simple" / "typing-extensions" / "Typing_Extensions-4.12.2-py3-none-any.whl"
     assert linked.stat().st_ino == (wheels / linked.name).stat().st_ino
-    assert stamp.read_text() == "abc\n"
+    assert stamp.read_text().splitlines() == [
+        "abc",
+        "1 wheels/Typing_Extensions-4.12.2-py3-none-any.whl",
+        "1 wheels/nvidia_cudnn_cu12-9.3.0.75-py3-none-manylinux2014_x86_64.whl",
+    ]
 
 
 @pytest.mark.skipif(shutil.which("apt-config") is None, reason="apt-config not installed")

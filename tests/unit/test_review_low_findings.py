@@ -319,3 +319,37 @@ def test_9_a_file_gpufleet_wrote_that_another_user_owns_is_given_back_to_root(
         "files.content", facts, path=str(path), text=text, mode="644"
     )
     assert [str(c) for c in commands] == [f"chown root:root {path}"]
+
+
+def test_15_a_wheel_deleted_or_cut_after_the_fill_is_downloaded_again(tmp_path: Path) -> None:
+    """Finding 15: the wheelhouse was taken as filled whenever its stamp held the request's
+    key, so a wheel deleted or truncated later was never downloaded again (clients then failed
+    their hash check). The stamp lists every wheel's size, and the check (run by a real sh
+    here, after the real index script) finds one gone or cut."""
+    from gpufleet.cache import wheelhouse
+
+    wheels = tmp_path / "wheels"
+    wheels.mkdir()
+    (wheels / "numpy-2.1.3-cp311-cp311-manylinux_2_17_x86_64.whl").write_bytes(b"w" * 100)
+    (wheels / "six-1.16.0-py2.py3-none-any.whl").write_bytes(b"s" * 10)
+    stamp = tmp_path / ".gpufleet-abc"
+    index = ["sh", "-c", wheelhouse._INDEX, "x", str(tmp_path), str(stamp), "abc"]
+    subprocess.run(index, check=True)
+
+    def filled(key: str = "abc") -> str:
+        command = wheelhouse.WheelhouseFilled().command(
+            root=str(tmp_path), stamp=str(stamp), key=key
+        )
+        done = subprocess.run(
+            ["sh", "-c", command.get_raw_value()], capture_output=True, text=True, check=True
+        )
+        return wheelhouse.WheelhouseFilled().process(done.stdout.splitlines())
+
+    assert filled() == "filled"
+    assert filled("other") == "stamp of another request"
+    (wheels / "six-1.16.0-py2.py3-none-any.whl").write_bytes(b"s" * 3)  # cut
+    assert filled() == "wheels/six-1.16.0-py2.py3-none-any.whl missing or cut"
+    (wheels / "six-1.16.0-py2.py3-none-any.whl").unlink()
+    assert filled() == "wheels/six-1.16.0-py2.py3-none-any.whl missing or cut"
+    stamp.unlink()
+    assert filled() == "no stamp"
