@@ -387,10 +387,8 @@ def test_without_accounting_the_recorded_scontrol_answer_ends_every_job(
     ended: list[str] = []
     slept: list[float] = []
     jobs = SlurmJobs(slurm, shell, JobOptions(), sleep=slept.append, log=lambda _m: None)
-    spool = f"/var/lib/gpufleet/slurm-validate/{RUN_ID}"
-    node_jobs = [
-        NodeJob(r, spool, "/opt/p/current", "/usr/local/bin/gpufleet-python") for r in runs
-    ]
+    spool, py = f"/var/lib/gpufleet/slurm-validate/{RUN_ID}", "/usr/local/bin/gpufleet-python"
+    node_jobs = [NodeJob(r, spool, "/opt/p/current", py) for r in runs]
     jobs.run(node_jobs, **run_arguments(runs, ended.append))
     assert sorted(ended) == names
     assert all(r.document is not None and not r.document.get("did_not_run") for r in runs)
