@@ -54,6 +54,8 @@ def commands(hosts: int, results: Path) -> dict[str, list[str]]:
 
 
 POOLS = {"validate (SSH)": model.VALIDATE_POOL}
+# Slurm jobs run on every node at once; their results are fetched --parallel (64) at a time.
+SESSIONS = {"validate (Slurm)": model.VALIDATE_POOL}
 
 
 def snapshot() -> list[model.Proc]:
@@ -117,7 +119,13 @@ def print_projection(measured: dict[str, list[model.Sample]]) -> None:
     for name, samples in measured.items():
         projections = {
             n: model.project(
-                samples, n, pool=POOLS.get(name), fd_limit=fd_limit, cpus=cpus, memory_mib=memory
+                samples,
+                n,
+                pool=POOLS.get(name),
+                sessions=SESSIONS.get(name),
+                fd_limit=fd_limit,
+                cpus=cpus,
+                memory_mib=memory,
             )
             for n in model.PROJECTED
         }

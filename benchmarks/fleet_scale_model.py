@@ -108,6 +108,7 @@ def project(
     fd_limit: int,
     cpus: int,
     memory_mib: float,
+    sessions: int | None = None,
 ) -> Projection:
     """Fit each figure per host plus a fixed cost; time assumes ``pool`` hosts at once (None:
     every host at once, as pyinfra and Slurm do) and a host's own time from the 1-host run."""
@@ -116,7 +117,11 @@ def project(
     rss = fit([(s.hosts, s.rss_mib) for s in points])
     fds = fit([(s.hosts, float(s.fds)) for s in points])
     ssh_per_host = max(s.ssh / s.hosts for s in points)
-    at_once = hosts if pool is None else min(hosts, pool)
+    # SSH sessions, open files and memory are held by the hosts served at once: the pool, or
+    # ``sessions`` where the work runs everywhere at once but is gathered a few at a time
+    # (Slurm jobs: gpufleet fetches at most --parallel results at once)
+    limit = sessions if sessions is not None else pool
+    at_once = hosts if limit is None else min(hosts, limit)
     one_host = points[0].wall_s
     waves = 1 if pool is None else math.ceil(hosts / pool)
     cpu_s = cpu[0] + cpu[1] * hosts
@@ -129,7 +134,7 @@ def project(
         # processes at most over SSH), not by the whole fleet
         rss_mib=rss[0] + rss[1] * at_once,
         ssh=math.ceil(ssh_per_host * at_once),
-        fds=int(fds[0] + fds[1] * (at_once if pool else hosts)),
+        fds=int(fds[0] + fds[1] * at_once),
         wall_s=wall_s,
     )
     limits = []
@@ -146,7 +151,7 @@ FORMULA = (
     "figure(N) = fixed + per_host * N, least squares over the measured N; SSH sessions = "
     "peak per host * hosts at once (the pool); open files likewise; wall(N) = max(one host's "
     "wall * ceil(N / pool), CPU s(N) / cores); pool: 64 for validate over SSH, every host for "
-    "pyinfra (deploy, drift) and for Slurm jobs"
+    "pyinfra (deploy, drift) and for Slurm jobs, whose results are gathered 64 at a time"
 )
 
 

@@ -65,6 +65,13 @@ def test_memory_over_ssh_is_held_by_the_pool_not_the_fleet() -> None:
         samples(), 64, pool=64, fd_limit=10**6, cpus=2, memory_mib=10**6).rss_mib)  # fmt: skip
 
 
+def test_slurm_jobs_run_everywhere_at_once_but_are_gathered_a_pool_at_a_time() -> None:
+    gathered = model.project(
+        samples(), 5000, pool=None, sessions=64, fd_limit=10**6, cpus=10**6, memory_mib=10**6
+    )
+    assert gathered.ssh == 64 and gathered.wall_s == pytest.approx(60.0)  # one wave of jobs
+
+
 def samples(pool_wall: float = 60.0):  # type: ignore[no-untyped-def]
     return [
         model.Sample(1, cpu_s=3.0, rss_mib=120, ssh=1, fds=20, wall_s=pool_wall),
