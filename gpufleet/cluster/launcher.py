@@ -138,16 +138,23 @@ class Launcher:
         """End everything this run started on every host, remove the run's directory, and say
         per host what is left: ``"clean"`` or what still runs or listens."""
         left: dict[str, str] = {}
+        d = shlex.quote(self.directory)
         for host in hosts:
-            d = shlex.quote(self.directory)
             # an srun job can outlive its killed srun for a moment: cancel and wait for it
-            cancel = f"{srun.cancel_script(self.run_id)}; " if host.slurm else ""
+            cancel = f"; {srun.cancel_script(self.run_id)}" if host.slurm else ""
             script = (
                 f'if [ -d {d} ]; then for f in {d}/*.pid; do [ -f "$f" ] || continue; '
-                f"{kill_script(chr(34) + '$f' + chr(34))}; done; rm -rf {d}; fi; "
-                + cancel
-                + leftover_script(sorted({host.worker_port, IPERF3_PORT, *ports}))
+                f"{kill_script(chr(34) + '$f' + chr(34))}; done; rm -rf {d}; fi" + cancel
             )
+            self.run(host, script, timeout=TERM_GRACE_S + 60)
+        # This run's own ssh clients end before anything is looked for: on a control node that
+        # is also a host, a client still exiting would read as a process left behind.
+        for remote in self.started:
+            if remote.proc.poll() is None:
+                remote.proc.kill()
+            remote.proc.wait()
+        for host in hosts:
+            script = leftover_script(sorted({host.worker_port, IPERF3_PORT, *ports}))
             status, out, err = self.run(host, script, timeout=TERM_GRACE_S + 60)
             if status == 0 and not out.strip():
                 left[host.name] = "clean"

@@ -20,6 +20,7 @@ from pathlib import Path
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
+from gpufleet.floors.names import name_of_key
 from gpufleet.report.schema import validate_results
 from gpufleet.sandbox.inventory import group_data
 from gpufleet.spec import NodeSpec
@@ -151,8 +152,11 @@ def test_a_periodic_run_compares_with_its_tier_baseline_and_publishes_it(
     families = {f.name: f.samples for f in text_string_to_metric_families(textfile)}
     states = {s.labels["state"]: s.value for s in families["gpufleet_regression_state"]}
     assert states == {"gathering": 0.0, "ok": 0.0, "regressed": 1.0}
-    flags = {s.labels["figure"]: s.value for s in families["gpufleet_figure_regressed"]}
+    # figure: the dotted name (gpufleet.floors.names); key: the baseline's own key
+    flags = {s.labels["key"]: s.value for s in families["gpufleet_figure_regressed"]}
     assert flags[XLA_FIGURE] == 1.0
+    named = {s.labels["key"]: s.labels["figure"] for s in families["gpufleet_figure_regressed"]}
+    assert named[XLA_FIGURE] == name_of_key(XLA_FIGURE)
     assert families["gpufleet_run_unproven"][0].value == 1.0
     # The unproven run did not join the baseline.
     stored = json.loads(sandbox.ssh(HOST, f"cat {path}").stdout)
