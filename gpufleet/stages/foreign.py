@@ -69,27 +69,19 @@ def findings(plan: NodePlan) -> list[Finding]:
             f"/etc/apt/sources.list.d/cuda-{plan.resolution.repo_distro}-"
             f"{plan.resolution.repo_arch}.list"
         )
+    bases = nvidia_repo_bases(plan)
     by_file: dict[str, list[bool]] = {}
     for entry in foreign_apt.apt_sources(config.apt_sources):
-        if entry.path in (host_config.SOURCES, keyring_list):
-            continue
-        nvidia = foreign_apt.under(entry.uris[0], nvidia_repo_bases(plan)) or any(
-            foreign_apt.under(uri, nvidia_repo_bases(plan)) for uri in entry.uris
-        )
-        by_file.setdefault(entry.path, []).append(nvidia)
-    for path, flags in by_file.items():
-        if not any(flags):
-            continue
-        alone = all(flags) and path.startswith("/etc/apt/sources.list.d/")
-        found.append(
-            Finding(
-                "apt-source",
-                path,
-                f"{path} adds NVIDIA's repository beside gpufleet's "
-                + ("(removed by the deploy)" if alone else "with other sources (remove it)"),
-                repaired=alone,
-            )
-        )
+        if entry.path not in (host_config.SOURCES, keyring_list):
+            nvidia = any(foreign_apt.under(uri, bases) for uri in entry.uris)
+            by_file.setdefault(entry.path, []).append(nvidia)
+    found += _per_file(
+        "apt-source",
+        by_file,
+        "/etc/apt/sources.list.d/",
+        "adds NVIDIA's repository beside gpufleet's",
+        "with other sources (remove it)",
+    )
     found += _pins(plan)
     found += [
         Finding("keyring", path, f"{path} trusts an NVIDIA key for every apt source", False)
@@ -111,20 +103,26 @@ def _pins(plan: NodePlan) -> list[Finding]:
     for pin in foreign_apt.apt_pins(plan.state.config.apt_pins):
         if pin.path not in own:
             by_file.setdefault(pin.path, []).append(foreign_apt.names_nvidia(pin))
+    return _per_file(
+        "apt-pin",
+        by_file,
+        "/etc/apt/preferences.d/",
+        "pins NVIDIA packages beside gpufleet's branch lock",
+        "with other records (remove them)",
+    )
+
+
+def _per_file(
+    kind: str, by_file: dict[str, list[bool]], folder: str, what: str, mixed: str
+) -> list[Finding]:
+    """A finding per file with an NVIDIA entry (``by_file``: per entry, whether it is one);
+    a file of ``folder`` holding nothing else is removed by the deploy."""
     found = []
     for path, flags in by_file.items():
-        if not any(flags):
-            continue
-        alone = all(flags) and path.startswith("/etc/apt/preferences.d/")
-        found.append(
-            Finding(
-                "apt-pin",
-                path,
-                f"{path} pins NVIDIA packages beside gpufleet's branch lock "
-                + ("(removed by the deploy)" if alone else "with other records (remove them)"),
-                repaired=alone,
-            )
-        )
+        if any(flags):
+            alone = all(flags) and path.startswith(folder)
+            why = "(removed by the deploy)" if alone else mixed
+            found.append(Finding(kind, path, f"{path} {what} {why}", repaired=alone))
     return found
 
 
