@@ -85,6 +85,8 @@ class Launcher:
     ssh_config: Path
     run_id: str
     started: list[Remote] = field(default_factory=list)
+    # How the leftover check lists a host's processes ("PID ARGS" per line).
+    processes: str = "ps -eo pid=,args="
 
     @property
     def directory(self) -> str:
@@ -154,7 +156,9 @@ class Launcher:
                 remote.proc.kill()
             remote.proc.wait()
         for host in hosts:
-            script = leftover_script(sorted({host.worker_port, IPERF3_PORT, *ports}))
+            script = leftover_script(
+                sorted({host.worker_port, IPERF3_PORT, *ports}), processes=self.processes
+            )
             status, out, err = self.run(host, script, timeout=TERM_GRACE_S + 60)
             if status == 0 and not out.strip():
                 left[host.name] = "clean"
@@ -198,12 +202,13 @@ def kill_script(pidfile: str) -> str:
     )
 
 
-def leftover_script(ports: Sequence[int]) -> str:
-    """Prints what of the tier still runs or listens (nothing when clean)."""
+def leftover_script(ports: Sequence[int], processes: str = "ps -eo pid=,args=") -> str:
+    """Prints what of the tier still runs or listens (nothing when clean); ``processes`` is
+    the shell command that lists the host's processes, one ``PID ARGS`` line each."""
     # the NCCL part's ranks too: on the hosts mpirun reaches over SSH they are orted's children,
     # not the run's PID files', so a survivor shows here (and makes the run an error)
     tools = f"{WORKER_PS_PATTERN}|[i]perf3 |[a]ll_reduce_perf"
-    checks = [f"ps -eo pid=,args= | grep -E '{tools}' | sed 's/^/process /'"]
+    checks = [f"{{ {processes}; }} | grep -E '{tools}' | sed 's/^/process /'"]
     for port in ports:
         checks.append(f"ss -Htln 'sport = :{int(port)}' | sed 's/^/listening on {int(port)}: /'")
     return "; ".join(checks) + "; true"

@@ -101,18 +101,32 @@ def test_an_existing_directory_of_someone_else_is_refused(tmp_path: Path) -> Non
 def test_the_leftover_check_prints_nothing_when_clean_and_the_listener_otherwise() -> None:
     import socket
 
+    # No process listed (`true`): this machine's own iperf3 or workers (the integration tier's
+    # in CI) are not this test's; the listing is the next test's.
+    script = launcher.leftover_script
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         port = sock.getsockname()[1]
         quiet = subprocess.run(
-            ["sh", "-c", launcher.leftover_script([port])], capture_output=True, text=True
+            ["sh", "-c", script([port], processes="true")], capture_output=True, text=True
         )
         assert quiet.stdout == ""
         sock.listen()
         busy = subprocess.run(
-            ["sh", "-c", launcher.leftover_script([port])], capture_output=True, text=True
+            ["sh", "-c", script([port], processes="true")], capture_output=True, text=True
         )
     assert f"listening on {port}:" in busy.stdout
+
+
+def test_the_leftover_check_names_the_tiers_processes_from_the_listing_it_is_given() -> None:
+    lines = ("7 iperf3 -s -p 5201", "8 sshd: root", "9 python -m validation.cluster.worker")
+    listing = "printf '%s\\n' " + " ".join(f"'{line}'" for line in lines)
+    script = launcher.leftover_script([], processes=listing)
+    proc = subprocess.run(["sh", "-c", script], capture_output=True, text=True)
+    assert proc.stdout.splitlines() == [
+        "process 7 iperf3 -s -p 5201",
+        "process 9 python -m validation.cluster.worker",
+    ]
 
 
 def test_a_command_that_ignores_sigterm_is_killed(tmp_path: Path) -> None:

@@ -27,13 +27,34 @@ REPO = Path(__file__).resolve().parents[2]
 TOOLS = ("iperf3", "ping", "ip", "ss")
 
 
+MARK = "GPUFLEET_LOCAL_RUN"
+
+
+def marked_processes(run_id: str) -> str:
+    """A shell command listing (``PID ARGS``) only the processes that carry this run's mark.
+
+    The three "hosts" are this machine, where other work runs too: in CI the integration tier
+    beside this one runs the same workers and iperf3 in the sandbox's containers (whose
+    processes this machine's ``ps`` lists) and ssh clients naming them. A real host's
+    leftover check sees only that host; the mark gives the stand-in the same view."""
+    return (
+        "for p in /proc/[0-9]*; do tr '\\0' '\\n' < $p/environ 2>/dev/null | "
+        f"grep -qx '{MARK}={run_id}' && "
+        "printf '%s %s\\n' \"${p#/proc/}\" \"$(tr '\\0' ' ' < $p/cmdline 2>/dev/null)\"; done"
+    )
+
+
 class LocalShell(Launcher):
     """Runs each host's command in a new session of a local shell (sshd gives one each), with
-    a run directory per host: here the three hosts share one /tmp."""
+    a run directory per host: here the three hosts share one /tmp. Every process it starts
+    carries the run's mark, and the leftover check lists only those (``marked_processes``)."""
+
+    def __init__(self, ssh_config: Path, run_id: str) -> None:
+        super().__init__(ssh_config, run_id, processes=marked_processes(run_id))
 
     def _ssh(self, host: ClusterHost, script: str) -> list[str]:
         script = script.replace(self.directory, f"{self.directory}-{host.name}")
-        return ["setsid", "-w", "sh", "-c", script]
+        return ["env", f"{MARK}={self.run_id}", "setsid", "-w", "sh", "-c", script]
 
     def start(self, host: ClusterHost, label: str, argv: Sequence[str], env=None):  # type: ignore[no-untyped-def]
         remote = super().start(host, label, argv, env)
@@ -111,8 +132,9 @@ def test_a_declared_speed_the_links_cannot_reach_fails_every_link(tmp_path: Path
     assert set(launcher.cleanup(group).values()) == {"clean"}
 
 
-def worker_of_task(index: int) -> int | None:
-    """The local worker process whose TF_CONFIG makes it task ``index``."""
+def worker_of_task(run_id: str, index: int) -> int | None:
+    """This run's local worker process whose TF_CONFIG makes it task ``index`` (never one of
+    the integration tier's, which may run beside it on this machine)."""
     for proc in Path("/proc").iterdir():
         try:
             environ = (proc / "environ").read_bytes().split(b"\0")
@@ -120,8 +142,11 @@ def worker_of_task(index: int) -> int | None:
         except OSError:
             continue
         task = f'"index": {index}}}'.encode()
-        if b"validation.cluster.worker" in cmdline and any(
-            e.startswith(b"TF_CONFIG=") and task in e for e in environ
+        mark = f"{MARK}={run_id}".encode()
+        if (
+            b"validation.cluster.worker" in cmdline
+            and mark in environ
+            and any(e.startswith(b"TF_CONFIG=") and task in e for e in environ)
         ):
             return int(proc.name)
     return None
@@ -136,7 +161,7 @@ def test_a_killed_worker_is_named_and_its_peers_are_stopped(tmp_path: Path) -> N
         deadline = time.monotonic() + 180
         while time.monotonic() < deadline:
             listening = subprocess.run(["ss", "-Htln"], capture_output=True, text=True).stdout
-            pid = worker_of_task(1)
+            pid = worker_of_task(launcher.run_id, 1)
             if pid and f":{h2_port} " in listening:
                 time.sleep(3)
                 subprocess.run(["kill", "-KILL", str(pid)], check=False)
@@ -151,4 +176,5 @@ def test_a_killed_worker_is_named_and_its_peers_are_stopped(tmp_path: Path) -> N
     assert "the worker on h2 exited 137 (killed by signal 9)" in doc["training"]["reason"]
     assert doc["culprits"][-1]["hosts"] == ["h2"], doc["culprits"]
     assert set(doc["cleanup"].values()) == {"clean"}, doc["cleanup"]
-    assert worker_of_task(0) is None and worker_of_task(2) is None
+    assert worker_of_task(launcher.run_id, 0) is None
+    assert worker_of_task(launcher.run_id, 2) is None
