@@ -24,7 +24,7 @@ import pytest
 
 from gpufleet.sandbox.image import MARKER, images_dir
 from gpufleet.sandbox.state import STATE_DIR, SandboxState, load_state
-from tests import pyinfra_cli
+from tests import pyinfra_cli, quiet
 
 REPO = Path(__file__).resolve().parents[2]
 NEEDED_TOOLS = ("systemd-nspawn", "debootstrap", "apt-cacher-ng")
@@ -227,6 +227,14 @@ def provisioned() -> str:
             first_deploy("inventories/sandbox.py", "--parallel", "3")
             keep_provisioned()
     return PROVISIONED
+
+
+@pytest.fixture
+def quiet_machine() -> Iterator[None]:
+    """The test measures (the cluster tier judges links by iperf3): no sandbox-free test runs
+    on this machine meanwhile (tests/quiet.py). Only for tests whose verdicts are speeds."""
+    with quiet.exclusive():
+        yield
 
 
 @pytest.fixture(scope="session", autouse=True)

@@ -25,7 +25,8 @@ from gpufleet.cluster.schema import validate_cluster_results
 from gpufleet.sandbox.network import veth_name
 from tests.integration.conftest import REPO, Sandbox, first_deploy, gpufleet, running_sandbox
 
-pytestmark = pytest.mark.integration
+# Every test judges links by their speed: nothing of the sandbox-free tiers runs beside them.
+pytestmark = [pytest.mark.integration, pytest.mark.usefixtures("quiet_machine")]
 
 INVENTORY = "inventories/sandbox.py"
 HOSTS = ("gfsb-h1", "gfsb-h2", "gfsb-h3")

@@ -19,7 +19,8 @@ from gpufleet.cluster.schema import validate_cluster_results
 from tests import pyinfra_cli
 from tests.integration.conftest import Sandbox, first_deploy, gpufleet, running_sandbox
 
-pytestmark = pytest.mark.integration
+# The tier judges links by their speed: nothing of the sandbox-free tiers runs beside it.
+pytestmark = [pytest.mark.integration, pytest.mark.usefixtures("quiet_machine")]
 INVENTORY = "inventories/sandbox.py"
 
 
