@@ -60,6 +60,7 @@ def _needs_sandbox_tools() -> None:
 MODULE_ORDER = (
     "test_deploy_e2e",
     "test_cluster_e2e",
+    "test_per_rack_e2e",
     "test_calibrate_e2e",
     "test_verdicts_e2e",
     "test_fabric_manager_e2e",
