@@ -131,3 +131,28 @@ def test_a_moved_path_or_module_is_found(tmp_path: Path) -> None:
 @pytest.mark.parametrize("page", PAGES, ids=lambda p: str(p.relative_to(REPO_ROOT)))
 def test_every_path_and_module_named_exists(page: Path) -> None:
     assert missing_names(page) == []
+
+
+# Issue 37: docs/ in the four usual kinds, with the pages an operator looks for.
+KINDS = {
+    "howto": ("slurm", "air-gapped", "secure-boot", "rolling-upgrade", "calibration",
+              "monitoring", "multi-node", "uninstall", "troubleshooting"),
+    "reference": ("inventory-keys", "cli", "diagnose-codes", "checks", "metrics",
+                  "files-and-ports", "exit-codes", "results"),
+    "explanation": ("architecture", "verdicts", "deploy-stamps", "fleet-cache", "version-matrix"),
+}  # fmt: skip
+
+
+def test_docs_come_in_four_kinds() -> None:
+    docs = REPO_ROOT / "docs"
+    assert sorted(p.name for p in docs.glob("*.md")) == ["getting-started.md"]  # the tutorial
+    assert sorted(p.name for p in docs.iterdir() if p.is_dir()) == sorted(KINDS)
+    for kind, names in KINDS.items():
+        assert [n for n in names if not (docs / kind / f"{n}.md").exists()] == [], kind
+
+
+def test_the_readme_indexes_every_page() -> None:
+    readme = REPO_ROOT / "README.md"
+    indexed = {(REPO_ROOT / t.partition("#")[0]).resolve() for t in links(readme)}
+    pages = [p for p in PAGES if p.parent != REPO_ROOT]
+    assert [str(p.relative_to(REPO_ROOT)) for p in pages if p.resolve() not in indexed] == []
