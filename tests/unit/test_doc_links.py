@@ -156,3 +156,24 @@ def test_the_readme_indexes_every_page() -> None:
     indexed = {(REPO_ROOT / t.partition("#")[0]).resolve() for t in links(readme)}
     pages = [p for p in PAGES if p.parent != REPO_ROOT]
     assert [str(p.relative_to(REPO_ROOT)) for p in pages if p.resolve() not in indexed] == []
+
+
+# The stages that write files on a host, and the constants naming them.
+FILE_STAGES = ("host_config", "fleet_cache", "driver", "nvidia_repo", "monitoring", "scheduler",
+               "python_env", "host_probe")  # fmt: skip
+NOT_WRITTEN = {"/usr/bin/python3"}  # the interpreter the health check runs with
+
+
+def test_the_files_page_names_every_file_the_stages_write() -> None:
+    import importlib
+
+    page = (REPO_ROOT / "docs" / "reference" / "files-and-ports.md").read_text(encoding="utf-8")
+    missing = []
+    for name in FILE_STAGES:
+        module = importlib.import_module(f"gpufleet.stages.{name}")
+        for key, value in vars(module).items():
+            if not (key.isupper() and isinstance(value, str) and value.startswith("/")):
+                continue
+            if value not in NOT_WRITTEN and value.rstrip("/").rsplit("/", 1)[-1] not in page:
+                missing.append(f"{name}.{key} = {value}")
+    assert missing == []
