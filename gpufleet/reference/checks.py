@@ -128,7 +128,7 @@ def cluster_table() -> str:
     """The cross-host runs the cluster tier's published floors come from."""
     rows = [
         [
-            f"{r.hosts}x {r.platform} ({r.gpus_per_host}x {r.gpu_model})",
+            f"{r.platform} ({r.hosts} hosts of {r.gpus_per_host}x {r.gpu_model})",
             r.network,
             f"{PUBLISHED_MARGIN} x {r.busbw_gbps:g} = {PUBLISHED_MARGIN * r.busbw_gbps:.1f}",
             r.source,
