@@ -132,7 +132,7 @@ def print_projection(measured: dict[str, list[model.Sample]]) -> None:
         print("\n".join(model.report(name, samples, projections)))
     print(
         "\nWhere a row says a limit is passed, run one control process per inventory group "
-        "or rack in parallel (docs/fleet-scale.md)."
+        "or rack in parallel (docs/explanation/fleet-scale.md)."
     )
 
 

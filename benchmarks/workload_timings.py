@@ -4,8 +4,9 @@ Runs each workload of validation.verdicts.tiers as the suite does (``python -m
 validation.workloads.NAME [--quick] --json FILE``, one fresh process, this checkout on PYTHONPATH)
 and prints its wall time (process start and TensorFlow import included) and its own ``duration_s``.
 Asserts nothing: on a GPU-less machine the figures are CPU timings (the workloads' CPU sizes, the
-same in both tiers), the cost CI pays; the GPU estimates are in README "Time budget". The quick
-tier's workloads are then timed again in one process, as the tier runs them on a host.
+same in both tiers), the cost CI pays; the GPU estimates are in
+docs/explanation/time-budget.md. The quick tier's workloads are then timed again in one process,
+as the tier runs them on a host.
 
     .venv/bin/python benchmarks/workload_timings.py                 # both tiers
     .venv/bin/python benchmarks/workload_timings.py --tier quick --workloads xla,gemm

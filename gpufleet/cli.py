@@ -40,7 +40,7 @@ def build_parser() -> argparse.ArgumentParser:
         description="Provision NVIDIA GPU servers for TensorFlow and prove they are fast.",
         epilog="Provisioning itself is plain pyinfra: pyinfra INVENTORY deploy/gpu_node.py. "
         "Exit status: 0 all good, 1 a host failed, 2 bad usage, 3 could not reach a host "
-        "(per subcommand: docs/exit-codes.md).",
+        "(per subcommand: docs/reference/exit-codes.md).",
     )
     parser.add_argument("--version", action="version", version=f"gpufleet {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")

@@ -1,0 +1,1 @@
+"""gpufleet's tests: unit, operations, workloads (TensorFlow on the CPU) and integration tiers."""

@@ -110,6 +110,7 @@ def _assert_no_failures(found: list[health.Finding], check: str, record: Any) ->
 
 
 def test_gpu_count(smi_idle: Any, findings: list, gpu: HostInfo, record: Any) -> None:
+    """nvidia-smi sees every GPU on the PCI bus."""
     seen = len(health.gpus_of(smi_idle))
     record(nvidia_smi=seen, pci=len(gpu.gpus_on_bus))
     _assert_no_failures(findings, "gpu_count", record)
@@ -119,28 +120,35 @@ def test_gpu_count(smi_idle: Any, findings: list, gpu: HostInfo, record: Any) ->
 
 
 def test_no_uncorrectable_ecc(findings: list, record: Any) -> None:
+    """No uncorrectable volatile ECC error since the driver loaded."""
     _assert_no_failures(findings, "ecc", record)
 
 
 def test_no_lifetime_uncorrectable_ecc_or_pending_page(findings: list, record: Any) -> None:
+    """No uncorrectable ECC error over the board's life, no retired page waiting for a reset."""
     _assert_no_failures(findings, "ecc_lifetime", record)
 
 
 def test_power_limits_and_clocks_at_defaults(findings: list, record: Any) -> None:
+    """Power limit and clocks at the board's defaults and the datasheet's, not lowered."""
     _assert_no_failures(findings, "power_clocks", record)
 
 
 def test_no_row_remap_pending_or_failed(findings: list, record: Any) -> None:
+    """No row remap pending a reset, no remap failure (out of spare rows)."""
     _assert_no_failures(findings, "row_remap", record)
 
 
 def test_clocks_not_throttled_under_load(load_findings: list, record: Any) -> None:
+    """Under load, no clock event reason that slows the GPU, and no idle GPU."""
     _assert_no_failures(load_findings, "clock_event_reasons", record)
 
 
 def test_pcie_link_at_max_under_load(load_findings: list, record: Any) -> None:
+    """Under load, the PCIe link runs at its maximum generation and width."""
     _assert_no_failures(load_findings, "pcie_link", record)
 
 
 def test_pcie_link_meets_datasheet_under_load(load_findings: list, record: Any) -> None:
+    """Under load, the PCIe link reaches the datasheet's generation and x16."""
     _assert_no_failures(load_findings, "pcie_datasheet", record)

@@ -34,6 +34,7 @@ print(json.dumps({"version": tf.__version__, "is_cuda_build": bool(b.get("is_cud
 
 
 def test_os_supported(info: HostInfo, record: Any) -> None:
+    """The OS release and architecture are ones NVIDIA's CUDA repository serves."""
     os_id, version = info.os_release.get("ID", "?"), info.os_release.get("VERSION_ID", "?")
     record(os=f"{os_id} {version}", arch=info.machine, kernel=info.kernel)
     try:
@@ -45,6 +46,7 @@ def test_os_supported(info: HostInfo, record: Any) -> None:
 
 
 def test_nouveau_not_loaded(host: Any) -> None:
+    """The nouveau module is not loaded (it holds the GPUs NVIDIA's driver needs)."""
     loaded = host.run("test -d /sys/module/nouveau").rc == 0
     assert not loaded, (
         "the nouveau module is loaded; blacklist it (the driver stage does) and reboot"
@@ -52,6 +54,7 @@ def test_nouveau_not_loaded(host: Any) -> None:
 
 
 def test_driver_loaded(host: Any, info: HostInfo, resolution: dict, record: Any) -> None:
+    """The loaded NVIDIA module is of the pinned branch, flavour and minimum, and is installed."""
     if not info.nvidia_module_loaded:
         if not info.gpus_on_bus:
             pytest.skip(GPU_LESS_DRIVER_REASON)
@@ -118,6 +121,7 @@ def _apt_pinned(host: Any, name: str) -> bool:
 
 
 def test_driver_packages_locked(host: Any, resolution: dict, record: Any) -> None:
+    """The driver's packages are installed and held or pinned against upgrades."""
     names = [split_apt_spec(p)[0] for p in resolution["driver_packages"]]
     pinning = resolution.get("pinning_package")
     versions = _installed_versions(host, [*names, *([pinning] if pinning else [])])
@@ -132,6 +136,7 @@ def test_driver_packages_locked(host: Any, resolution: dict, record: Any) -> Non
 
 
 def test_cuda_stack_packages_pinned(host: Any, spec: Any, resolution: dict, record: Any) -> None:
+    """CUDA toolkit, cuDNN and NCCL packages are at the matrix's versions, held or pinned."""
     wanted: list[str] = []
     if spec.install_cuda_toolkit:
         wanted.append(resolution["cuda_toolkit_package"])
@@ -159,6 +164,7 @@ def test_cuda_stack_packages_pinned(host: Any, spec: Any, resolution: dict, reco
 
 
 def test_unattended_upgrades_blacklist(host: Any, record: Any) -> None:
+    """unattended-upgrades' blacklist covers every NVIDIA package prefix."""
     dump = host.run("apt-config dump")
     assert dump.rc == 0, f"apt-config failed: {dump.stderr.strip()}"
     entries = parse_apt_blacklist(dump.stdout)
@@ -172,6 +178,7 @@ def test_unattended_upgrades_blacklist(host: Any, record: Any) -> None:
 
 
 def test_persistence_mode(host: Any, gpu: HostInfo, spec: Any, record: Any) -> None:
+    """Persistence mode is on for every GPU (with persistenced, the default)."""
     if not spec.persistenced:
         pytest.skip("persistenced = False in the inventory")
     out = host.check_output("nvidia-smi --query-gpu=index,persistence_mode --format=csv,noheader")
@@ -184,6 +191,7 @@ def test_persistence_mode(host: Any, gpu: HostInfo, spec: Any, record: Any) -> N
 def test_fabric_manager(
     host: Any, info: HostInfo, spec: Any, resolution: dict, record: Any
 ) -> None:
+    """nvidia-fabricmanager is active on NVSwitch hosts (and HGX B200)."""
     if spec.fabric_manager == "off":
         pytest.skip("fabric_manager = 'off' in the inventory")
     # HGX B200's NVLink switches are not on the host's PCI bus: its GPU id says it (nvlink5).
@@ -210,6 +218,7 @@ def _module_built(host: Any, kernel: str, dkms_text: str) -> bool:
 
 
 def test_dkms_module_built(host: Any, gpu: HostInfo, record: Any) -> None:
+    """An NVIDIA module is built for the running and the newest installed kernel."""
     kernels = sorted({gpu.kernel, gpu.newest_kernel})
     dkms_text = host.run("dkms status 2>/dev/null; true").stdout
     missing = [k for k in kernels if not _module_built(host, k, dkms_text)]
@@ -235,6 +244,7 @@ def tf_info(host: Any, env_python: str) -> dict[str, Any]:
 
 
 def test_tensorflow_version(tf_info: dict, spec: Any, env_python: str, record: Any) -> None:
+    """The environment's TensorFlow is the inventory's tf_version."""
     record(version=tf_info["version"], python=env_python)
     assert tf_info["version"] == spec.tf_version, (
         f"the environment has TensorFlow {tf_info['version']}, the inventory pins {spec.tf_version}"
@@ -245,6 +255,7 @@ def test_tensorflow_version(tf_info: dict, spec: Any, env_python: str, record: A
 def test_tensorflow_cuda_build(
     request: pytest.FixtureRequest, info: HostInfo, spec: Any, resolution: dict, record: Any
 ) -> None:
+    """The environment's TensorFlow is a CUDA build of the CUDA the matrix expects."""
     if not info.gpus_on_bus:
         pytest.skip(GPU_SKIP_PREFIX + "no NVIDIA GPU on the PCI bus (a CPU build serves here)")
     if not spec.require_cuda_build:
@@ -276,6 +287,7 @@ else:
 def test_tensorflow_nccl_is_the_pinned_wheel(
     info: HostInfo, spec: Any, resolution: dict, host: Any, env_python: str, record: Any
 ) -> None:
+    """TensorFlow loads NCCL from the nvidia-nccl-cu12 wheel at the matrix's version."""
     if not info.gpus_on_bus:
         pytest.skip(GPU_SKIP_PREFIX + "no NVIDIA GPU on the PCI bus (TensorFlow loads no NCCL)")
     if not spec.require_cuda_build:
@@ -297,6 +309,7 @@ def test_tensorflow_nccl_is_the_pinned_wheel(
 
 
 def test_gpu_count_on_pci_bus(info: HostInfo, spec: Any, record: Any) -> None:
+    """The PCI bus holds the inventory's gpu_count NVIDIA GPUs (none when gpu_less)."""
     found = len(info.gpus_on_bus)
     record(gpus_on_bus=found, nvswitches=len(info.nvswitches_on_bus))
     if spec.gpu_less:
@@ -311,6 +324,7 @@ def test_gpu_count_on_pci_bus(info: HostInfo, spec: Any, record: Any) -> None:
 
 
 def test_tensorflow_sees_every_gpu(gpu: HostInfo, tf_info: dict, record: Any) -> None:
+    """TensorFlow sees as many GPUs as the PCI bus holds."""
     record(tensorflow=tf_info["gpus"], pci=len(gpu.gpus_on_bus))
     assert tf_info["gpus"] == len(gpu.gpus_on_bus), (
         f"TensorFlow sees {tf_info['gpus']} GPU(s), the PCI bus has {len(gpu.gpus_on_bus)}: "

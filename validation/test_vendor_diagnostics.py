@@ -41,6 +41,7 @@ def _mig_enabled(host: Any) -> bool:
 def test_dcgm_diag(
     host: Any, gpu: HostInfo, spec: Any, tier: str, record: Any, run_state: Any
 ) -> None:
+    """DCGM's `dcgmi diag` at the tier's level (quick 1, full 3) passes on every GPU."""
     level = dcgm_level(spec, tier)
 
     def judged(verdict: Verdict, result: Any = None) -> None:
@@ -61,6 +62,7 @@ def test_dcgm_diag(
 def test_nccl_allreduce(
     host: Any, gpu: HostInfo, spec: Any, tier: str, record: Any, run_state: Any
 ) -> None:
+    """nccl-tests' all_reduce_perf bus bandwidth across the host's GPUs meets its floor (full)."""
     if tier != "full":
         pytest.skip("nccl-tests all_reduce_perf runs in the full tier")
     gpus = len(gpu.gpus_on_bus)

@@ -1,4 +1,4 @@
-"""The flags every subcommand takes, with one meaning each (docs/exit-codes.md)."""
+"""The flags every subcommand takes, with one meaning each (docs/reference/exit-codes.md)."""
 
 from __future__ import annotations
 

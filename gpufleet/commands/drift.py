@@ -6,9 +6,9 @@ Example::
     gpufleet drift inventories/sandbox.py --no-validation --json
     gpufleet drift inventories/prod.py --results-dir results/   # also DIR/<host>/drift.json
 
-Exit status (docs/exit-codes.md): 0 every host is as declared, 1 some host drifted (a pending
-change or a failed quick check), 2 bad usage or some host could not be checked (failed while
-planning, bad inventory), 3 some host could not be reached; each with the reason.
+Exit status (docs/reference/exit-codes.md): 0 every host is as declared, 1 some host drifted
+(a pending change or a failed quick check), 2 bad usage or some host could not be checked
+(failed while planning, bad inventory), 3 some host could not be reached; each with the reason.
 """
 
 from __future__ import annotations

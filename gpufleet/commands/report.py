@@ -6,7 +6,7 @@ Example::
     gpufleet report results/ --html report.html    # one self-contained file with plots
     gpufleet report results/ --json                # for machines
 
-Exit status (docs/exit-codes.md): 0 the report was made and every host's latest run passed
+Exit status (docs/reference/exit-codes.md): 0 the report was made and every host's latest run passed
 (or is unproven), 1 some host's latest run failed or could not run (a host whose results files
 cannot be read is an `error` row, named on stderr too), 2 the results directory holds nothing
 readable to report or an option is unusable (e.g. --html naming a directory).

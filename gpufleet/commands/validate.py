@@ -9,7 +9,7 @@ Example::
 Progress goes to stderr, a line per host as it starts and ends (``[12/64] gpu-07 quick pass
 41 s``) and a heartbeat every minute; ``-q`` turns it off.
 
-Exit status (docs/exit-codes.md): 0 every host passed, 1 a check failed somewhere, 2 the
+Exit status (docs/reference/exit-codes.md): 0 every host passed, 1 a check failed somewhere, 2 the
 inventory is unusable or the suite broke on some host, 3 some host could not be reached, 4
 nothing failed but some host is "unproven" (a speed check was inconclusive: a soft fail).
 """

@@ -113,7 +113,8 @@ class DriftReport:
     @property
     def exit_status(self) -> int:
         """2 when some host could not be checked (it failed while planning), else 3 when some
-        host could not be reached, else 1 when some host drifted, else 0 (docs/exit-codes.md)."""
+        host could not be reached, else 1 when some host drifted, else 0
+        (docs/reference/exit-codes.md)."""
         statuses = {host.status for host in self.hosts.values()}
         if "error" in statuses:
             return 2

@@ -15,15 +15,15 @@ import re
 from dataclasses import dataclass
 
 from gpufleet.stages import foreign
-from gpufleet.stages.driver import (
+from gpufleet.stages.driver import DKMS_MOK, UNATTENDED_UPGRADES
+from gpufleet.stages.host_config import (
     DISTRO_DRIVER_BLOCK,
-    DKMS_MOK,
+    DRIVER_PREFERENCES,
     NOUVEAU_BLACKLIST,
-    PREFERENCES,
-    UNATTENDED_UPGRADES,
+    SOURCES,
 )
 from gpufleet.stages.host_probe import DRIVER_MARKER
-from gpufleet.stages.nvidia_repo import APT_PROXY, SIGNED_OPERATION, SOURCES
+from gpufleet.stages.nvidia_repo import APT_PROXY, SIGNED_OPERATION
 
 
 @dataclass(frozen=True)
@@ -99,13 +99,13 @@ RULES: tuple[Rule, ...] = (
         "NVIDIA driver packages of another branch (or a foreign driver) are installed",
     ),
     _rule(
-        rf"{re.escape(PREFERENCES)}: absent .*",
-        f"{PREFERENCES} exists though NVIDIA's pinning package locks the branch",
+        rf"{re.escape(DRIVER_PREFERENCES)}: absent .*",
+        f"{DRIVER_PREFERENCES} exists though NVIDIA's pinning package locks the branch",
     ),
     _rule(r"lock the branch: NVIDIA's pinning package", "driver pinning package not installed"),
     _rule(
-        rf"{re.escape(PREFERENCES)}: driver branch locked .*",
-        f"{PREFERENCES} differs (driver branch lock)",
+        rf"{re.escape(DRIVER_PREFERENCES)}: driver branch locked .*",
+        f"{DRIVER_PREFERENCES} differs (driver branch lock)",
     ),
     _rule(
         r"NVIDIA driver packages of the locked branch",

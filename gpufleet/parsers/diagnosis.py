@@ -12,7 +12,7 @@ from gpufleet.parsers.diagnosis_deploy import DEPLOY_CODES, DEPLOY_PATTERNS
 
 SEVERITIES = ("error", "warning", "info")
 
-# code -> (severity, one-line message, fix). Stable: the README troubleshooting section and
+# code -> (severity, one-line message, fix). Stable: docs/reference/diagnose-codes.md and
 # results JSON refer to these codes; add new ones, never rename.
 DIAGNOSIS_CODES: dict[str, tuple[str, str, str]] = {
     "nvml-driver-library-mismatch": (
@@ -325,7 +325,7 @@ def diagnose(text: str) -> list[Finding]:
 
 
 def codes_markdown() -> str:
-    """``DIAGNOSIS_CODES`` as a Markdown table, for the README's troubleshooting section."""
+    """``DIAGNOSIS_CODES`` as a Markdown table, for docs/reference/diagnose-codes.md."""
     lines = ["| code | severity | meaning | fix |", "| --- | --- | --- | --- |"]
     for code, (severity, message, fix) in DIAGNOSIS_CODES.items():
         cells = (f"`{code}`", severity, message, fix)

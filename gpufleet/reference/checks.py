@@ -39,14 +39,31 @@ def _workload_line(name: str) -> str:
     return doc.split("\n\n", 1)[0]
 
 
+def _test_lines(group: str) -> dict[str, str]:
+    """Check name -> the first line of its test function's docstring in validation/test_GROUP.py."""
+    path = REPO / "validation" / f"test_{group}.py"
+    if not path.exists():
+        return {}
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    return {
+        node.name.removeprefix("test_"): (ast.get_docstring(node) or "").split("\n", 1)[0]
+        for node in tree.body
+        if isinstance(node, ast.FunctionDef) and node.name.startswith("test_")
+    }
+
+
 def check_rows() -> list[list[str]]:
-    """One row per check name: the tiers that run it and, for workloads, what it measures."""
+    """One row per check name: the tiers that run it and what it measures."""
     tiers = {tier: list_checks(tier) for tier in TIERS}
     names = list(dict.fromkeys(n for tier in TIERS for n in tiers[tier]))
+    lines: dict[str, dict[str, str]] = {}
     rows = []
     for name in names:
         group, check = name.split("::", 1)
-        what = _workload_line(check) if group == "workloads" else ""
+        if group == "workloads":
+            what = _workload_line(check)
+        else:
+            what = lines.setdefault(group, _test_lines(group)).get(check, "")
         rows.append([f"`{name}`", ", ".join(t for t in TIERS if name in tiers[t]), what])
     return rows
 
@@ -111,7 +128,7 @@ def cluster_table() -> str:
     """The cross-host runs the cluster tier's published floors come from."""
     rows = [
         [
-            f"{r.hosts}x {r.platform} ({r.gpus_per_host}x {r.gpu_model})",
+            f"{r.platform} ({r.hosts} hosts of {r.gpus_per_host}x {r.gpu_model})",
             r.network,
             f"{PUBLISHED_MARGIN} x {r.busbw_gbps:g} = {PUBLISHED_MARGIN * r.busbw_gbps:.1f}",
             r.source,

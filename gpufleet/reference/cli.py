@@ -90,7 +90,7 @@ def commands() -> dict[str, argparse.ArgumentParser]:
 
 INTRO = """\
 Every subcommand of `gpufleet` and every flag it takes, as `gpufleet COMMAND --help` prints
-them. Exit codes per subcommand: [exit-codes.md](../exit-codes.md)."""
+them. Exit codes per subcommand: [exit-codes.md](exit-codes.md)."""
 
 
 def render() -> str:

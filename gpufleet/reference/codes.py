@@ -10,7 +10,7 @@ Paste any log or command output into `gpufleet diagnose` (a file, or standard in
 deploy's included: it names the known failure signatures (driver, CUDA, TensorFlow, and
 provisioning: dpkg, apt, disk space, SSH, reboots; DCGM's own errors) with a fix, and exits 1
 when it finds an error. `gpufleet diagnose --codes` prints this table. Troubleshooting by
-symptom: [../troubleshooting.md](../troubleshooting.md)."""
+symptom: [troubleshooting](../howto/troubleshooting.md)."""
 
 
 def render() -> str:

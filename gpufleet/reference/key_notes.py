@@ -42,5 +42,5 @@ NOTES: dict[str, str] = {
     "slurm_controller": "slurmctld's host name or address (where `gpufleet rollout` runs scontrol)",
     "slurm_health_interval": "Slurm `HealthCheckInterval` (s) for gpufleet's health check",
     "thresholds": "validation threshold overrides by name, e.g. `{'xla_speedup_min': 1.2}` "
-    "(names: `validation/thresholds.toml`; an unknown name is refused)",
+    "(names: `validation/verdicts/thresholds.toml`; an unknown name is refused)",
 }

@@ -14,8 +14,7 @@ from gpufleet.operations import dkms, kernel
 from gpufleet.operations import files as gpufleet_files
 from gpufleet.stages import fleet_cache, foreign, op_keys
 from gpufleet.stages.fabric import fabric_packages, wants_fabric_manager
-from gpufleet.stages.host_config import DISTRO_DRIVER_BLOCK, NOUVEAU_BLACKLIST
-from gpufleet.stages.host_config import DRIVER_PREFERENCES as PREFERENCES
+from gpufleet.stages.host_config import DISTRO_DRIVER_BLOCK, DRIVER_PREFERENCES, NOUVEAU_BLACKLIST
 from gpufleet.stages.host_probe import DRIVER_MARKER, branch_of_package_version
 from gpufleet.stages.node import NodePlan, node_plan
 from gpufleet.stages.preflight import foreign_driver
@@ -210,8 +209,8 @@ def _lock_branch(plan: NodePlan) -> None:
     branch = resolution.driver_branch
     if resolution.pinning_package:
         gpufleet_files.content(
-            name=f"{PREFERENCES}: absent (NVIDIA's pinning package locks the branch)",
-            path=PREFERENCES,
+            name=f"{DRIVER_PREFERENCES}: absent (NVIDIA's pinning package locks the branch)",
+            path=DRIVER_PREFERENCES,
             text="",
             present=False,
         )
@@ -223,7 +222,7 @@ def _lock_branch(plan: NodePlan) -> None:
         )
         return
     gpufleet_files.content(
-        name=f"{PREFERENCES}: driver branch locked by apt preferences",
-        path=PREFERENCES,
+        name=f"{DRIVER_PREFERENCES}: driver branch locked by apt preferences",
+        path=DRIVER_PREFERENCES,
         text=render("nvidia-driver.pref.j2", branch=branch),
     )

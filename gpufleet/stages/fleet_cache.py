@@ -20,25 +20,22 @@ from gpufleet.operations import apt as gpufleet_apt
 from gpufleet.operations import files as gpufleet_files
 from gpufleet.operations import python
 from gpufleet.operations.probes import planning_fact
-from gpufleet.stages import host_config
+from gpufleet.stages.host_config import ACNG_DROPIN, ACNG_SECURITY, NGINX_DEFAULT_SITE
 from gpufleet.stages.monitoring import unit_files
 from gpufleet.stages.node import NodePlan, node_plan
 from gpufleet.templates import render
 
 ACNG_CONF = "/etc/apt-cacher-ng/zz_gpufleet.conf"  # read after the package's own files
-# AdminAuth: a secret generated on the cache host, readable by the service's user alone.
-ACNG_LOGIN = host_config.ACNG_SECURITY
 # Bound to one address, apt-cacher-ng fails to start before that address is up (its unit is
 # After=network.target only): at boot it waits for the network, and retries every 5 s (its
-# Restart=on-failure then stays within systemd's default start limit, 5 starts in 10 s).
-ACNG_DROPIN = host_config.ACNG_DROPIN
+# Restart=on-failure then stays within systemd's default start limit, 5 starts in 10 s);
+# host_config.ACNG_DROPIN holds this.
 ACNG_DROPIN_TEXT = (
     "# gpufleet fleet cache: bound to the cache address; generated, edits are overwritten.\n"
     "[Unit]\nWants=network-online.target\nAfter=network-online.target\n"
     "[Service]\nRestartSec=5\n"
 )
 NGINX_CONF = "/etc/nginx/conf.d/gpufleet-wheelhouse.conf"
-NGINX_DEFAULT = host_config.NGINX_DEFAULT_SITE  # Debian's welcome page on port 80
 TOOLS = "/opt/gpufleet/cache-tools"  # the venv whose pip fills the wheelhouse
 PACKAGES = ["apt-cacher-ng", "nginx", "python3", "python3-venv"]
 
@@ -95,8 +92,9 @@ def _cache_host(plan: NodePlan) -> None:
         text=acng_conf(cache),
     )
     login = gpufleet_acng.admin_login(
-        name=f"{ACNG_LOGIN}: apt-cacher-ng's admin login (generated once, mode 600)",
-        path=ACNG_LOGIN,
+        # AdminAuth: a secret generated on the cache host, readable by the service's user alone.
+        name=f"{ACNG_SECURITY}: apt-cacher-ng's admin login (generated once, mode 600)",
+        path=ACNG_SECURITY,
         current=plan.state.config.acng_admin,
     )
     unit_files(
@@ -134,8 +132,8 @@ def _cache_host(plan: NodePlan) -> None:
         ),
     )
     default_site = gpufleet_acng.absent(
-        name=f"{NGINX_DEFAULT}: nginx's default site gone",
-        path=NGINX_DEFAULT,
+        name=f"{NGINX_DEFAULT_SITE}: nginx's default site gone",  # Debian's welcome page, port 80
+        path=NGINX_DEFAULT_SITE,
         present=plan.state.config.nginx_default_site,
     )
     systemd.service(

@@ -33,8 +33,8 @@ MODULES_LOAD_DIRS = (
     "/usr/lib/modules-load.d",
     "/lib/modules-load.d",
 )
-# gpufleet's own files among those others write beside (defined here, the leaf every stage
-# and gpufleet.stages.foreign import; the stages re-export them under their old names).
+# gpufleet's own files among those others write beside (defined here, the leaf every stage,
+# gpufleet.stages.foreign and drift import them from; no other module gives them a name).
 SOURCES = "/etc/apt/sources.list.d/gpufleet-nvidia-cuda.sources"
 DRIVER_PREFERENCES = "/etc/apt/preferences.d/gpufleet-nvidia-driver"
 # Named to sort before any other preferences file: apt takes the first matching record.

@@ -184,9 +184,9 @@ def baseline_notes(results_dir: Path, documents: Sequence[dict[str, Any]]) -> li
     return notes
 
 
-# Exit status per outcome, worst first (docs/exit-codes.md, the same order as drift's): a host
-# the suite broke on (2), a host it could not reach (3), a failed check (1), a host whose speed
-# checks were inconclusive ("unproven", 4, a soft fail), all passed (0).
+# Exit status per outcome, worst first (docs/reference/exit-codes.md, the same order as
+# drift's): a host the suite broke on (2), a host it could not reach (3), a failed check (1), a
+# host whose speed checks were inconclusive ("unproven", 4, a soft fail), all passed (0).
 EXIT_STATUS = {"error": 2, "unreachable": 3, "fail": 1, "unproven": 4, "pass": 0}
 UNREACHED = "could not reach "  # how the suite's run_error names a host SSH could not reach
 

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from gpufleet.stages.nvidia_repo import SOURCES
+from gpufleet.stages.host_config import SOURCES
 from tests.integration.conftest import Sandbox, running_sandbox
 from tests.integration.fault_helpers import INVENTORY_TEXT, OVERRIDES_ENV, ok, pyinfra
 

@@ -28,7 +28,7 @@ import pytest
 
 from gpufleet.sandbox import leader, procs
 from gpufleet.sandbox.state import STATE_DIR, load_state
-from gpufleet.stages.nvidia_repo import SOURCES
+from gpufleet.stages.host_config import SOURCES
 from tests.integration.conftest import Sandbox, gpufleet, running_sandbox
 from tests.integration.fault_helpers import (
     INVENTORY_TEXT,

@@ -20,7 +20,8 @@ import pytest
 from gpufleet.drift.sentences import sentence_for
 from gpufleet.sandbox.standins.signing import throwaway_key
 from gpufleet.sandbox.state import STATE_DIR
-from gpufleet.stages.nvidia_repo import SIGNED_OPERATION, SOURCES
+from gpufleet.stages.host_config import SOURCES
+from gpufleet.stages.nvidia_repo import SIGNED_OPERATION
 from tests import pyinfra_cli
 from tests.integration.conftest import Sandbox, gpufleet, running_sandbox
 

@@ -1,0 +1,1 @@
+"""pyinfra operations and facts tested on recorded command outputs (one folder per case)."""

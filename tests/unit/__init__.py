@@ -1,0 +1,1 @@
+"""The unit tier: pure and planned behaviour, no root, no sandbox, no TensorFlow run."""

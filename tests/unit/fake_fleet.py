@@ -21,7 +21,7 @@ from gpufleet.operations.kernel import blacklist_text
 from gpufleet.operations.xla_cache import marker_text
 from gpufleet.spec import NodeSpec, SpecError
 from gpufleet.stages import driver as driver_stage
-from gpufleet.stages import monitoring
+from gpufleet.stages import host_config, monitoring
 from gpufleet.stages import nccl_tests as nccl_tests_stage
 from gpufleet.stages import nvidia_repo as repo_stage
 from gpufleet.stages import python_env as env_stage
@@ -281,7 +281,7 @@ def _managed_files(
     uri = repo_stage.source_uri(spec, resolution.repo_distro, resolution.repo_arch)
     env_file = env_stage.env_file(spec)
     managed = {
-        repo_stage.SOURCES: (
+        host_config.SOURCES: (
             render(
                 "nvidia-cuda.sources.j2",
                 uri=uri,
@@ -291,8 +291,8 @@ def _managed_files(
             ),
             "644",
         ),
-        driver_stage.NOUVEAU_BLACKLIST: (blacklist_text("nouveau"), "644"),
-        driver_stage.DISTRO_DRIVER_BLOCK: (
+        host_config.NOUVEAU_BLACKLIST: (blacklist_text("nouveau"), "644"),
+        host_config.DISTRO_DRIVER_BLOCK: (
             render(
                 "distro-nvidia-driver.pref.j2",
                 origin=driver_stage.ARCHIVE_ORIGINS[fake.os_id],
@@ -322,7 +322,7 @@ def _managed_files(
         marker = fake.xla_marker or warm_marker(spec, resolution, fake.gpus)
         managed[f"{xla_cache.ROOT_DIRECTORY}/{xla_cache.MARKER}"] = (f"{marker}\n", "644")
     if resolution.pinning_package is None:
-        managed[driver_stage.PREFERENCES] = (
+        managed[host_config.DRIVER_PREFERENCES] = (
             render("nvidia-driver.pref.j2", branch=resolution.driver_branch),
             "644",
         )
@@ -345,7 +345,7 @@ def _periodic_files(spec: NodeSpec, host_name: str) -> dict[str, tuple[str, str]
         and spec.textfile_dir.rstrip("/") != monitoring.NODE_EXPORTER_TEXTFILE_DIR
     ):
         flag = f"--collector.textfile.directory={spec.textfile_dir}"
-        files[monitoring.NODE_EXPORTER_DROPIN] = (
+        files[host_config.NODE_EXPORTER_DROPIN] = (
             render(
                 "periodic/node-exporter-textfile.conf.j2",
                 textfile_dir=spec.textfile_dir,

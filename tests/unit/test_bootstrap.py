@@ -64,3 +64,37 @@ def test_no_python_at_all_is_refused_with_the_fix(tmp_path: Path) -> None:
 def test_python3_venv_is_an_apt_package_of_bootstrap() -> None:
     lines = (REPO_ROOT / "scripts" / "apt-packages.txt").read_text().splitlines()
     assert "python3-venv" in [line.split("#")[0].strip() for line in lines]
+
+
+# As root on an OS whose archive lacks chromium (Ubuntu: a snap only): apt-get and friends
+# stand in and record their calls; python3 passes the version check and has no venv module, so
+# the script stops (exit 2) right after its apt part and makes no .venv.
+ROOT_ID = "#!/bin/sh\necho 0\n"
+NO_VENV_PYTHON = '#!/bin/sh\ncase "$1" in -) exit 0;; -c) exit 1;; esac\nexit 0\n'
+NOT_INSTALLED = "#!/bin/sh\nexit 1\n"
+APT_GET = '#!/bin/sh\necho "apt-get $*" >> "$CALLS"\n'
+APT_CACHE = '#!/bin/sh\n[ "$3" = chromium ] && exit 100\nexit 0\n'  # `apt-cache show -- NAME`
+
+
+def test_an_optional_package_the_archive_lacks_is_left_out_not_fatal(tmp_path: Path) -> None:
+    folder = _bin(tmp_path, NO_VENV_PYTHON)
+    (folder / "id").unlink()
+    for name, text in (("id", ROOT_ID), ("dpkg-query", NOT_INSTALLED), ("apt-get", APT_GET),
+                       ("apt-cache", APT_CACHE)):  # fmt: skip
+        (folder / name).write_text(text)
+        (folder / name).chmod(0o755)
+    for tool in ("awk", "grep"):
+        (folder / tool).symlink_to(shutil.which(tool) or tool)
+    calls = tmp_path / "calls"
+    proc = subprocess.run(
+        ["/bin/bash", str(SCRIPT)],
+        env={"PATH": str(folder), "CALLS": str(calls)},
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
+    assert proc.returncode == 2 and "no venv/ensurepip" in proc.stderr, proc.stderr
+    assert "chromium is not in this OS's apt archive; leaving it out" in proc.stderr
+    install = [c for c in calls.read_text().splitlines() if " install " in c]
+    assert len(install) == 1 and "python3-venv" in install[0].split()
+    assert "chromium" not in install[0].split()

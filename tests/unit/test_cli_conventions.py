@@ -145,7 +145,7 @@ def test_the_suite_is_told_where_to_write_the_check_it_is_on(tmp_path: Path) -> 
 
 
 def test_periodic_unproven_is_4_not_3(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
-    # docs/exit-codes.md: 3 is "could not reach" everywhere; unproven moved to 4
+    # docs/reference/exit-codes.md: 3 is "could not reach" everywhere; unproven moved to 4
     document = {"status": "unproven", "summary": {"pass": 1}}
     monkeypatch.setattr(periodic, "run", lambda args: (document, tmp_path / "r.json"))
     monkeypatch.setattr(periodic, "publish", lambda document, args: None)

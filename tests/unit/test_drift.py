@@ -71,7 +71,7 @@ def test_unreachable_host_beside_a_reachable_one():
     assert (
         down.reason == "Could not connect ([Errno None] Unable to connect to port 1 on 127.0.0.1)"
     )
-    assert report.exit_status == 3  # could not reach (docs/exit-codes.md)
+    assert report.exit_status == 3  # could not reach (docs/reference/exit-codes.md)
 
 
 def test_only_unreachable_hosts_pyinfra_stops_without_a_plan():

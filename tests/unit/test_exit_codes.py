@@ -1,4 +1,5 @@
-"""One exit-code table (docs/exit-codes.md): report fails with its hosts; drift's 3; aliases."""
+"""One exit-code table (docs/reference/exit-codes.md): report fails with its hosts; drift's 3;
+aliases."""
 
 from __future__ import annotations
 
@@ -64,7 +65,7 @@ def test_matrix_old_flag_names_are_hidden_aliases(capsys: pytest.CaptureFixture)
 
 
 def test_the_table_is_documented_and_in_the_help() -> None:
-    table = (REPO_ROOT / "docs" / "exit-codes.md").read_text()
+    table = (REPO_ROOT / "docs" / "reference" / "exit-codes.md").read_text()
     for row in (
         "| 0 | all good",
         "| 1 | a host failed",

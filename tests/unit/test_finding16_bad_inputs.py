@@ -254,7 +254,7 @@ def results_dir(kind: str) -> Callable[[Path], Path]:
 
 
 # kind -> (exit codes, words in the output: the bad file named)
-# A host whose only run cannot be read is an `error` row: exit 1 (docs/exit-codes.md).
+# A host whose only run cannot be read is an `error` row: exit 1 (docs/reference/exit-codes.md).
 REPORT_DIRS = {
     "binary run": ((1,), ("20261201T000000Z-aaaaaa.json",)),
     "binary drift.json": ((0,), ("drift.json",)),

@@ -183,18 +183,17 @@ DEFAULT_SITE = ("##gpufleet-probe:nginx_default", "present")
 
 
 def test_cache_host_plan_writes_the_login_and_removes_the_default_site(tmp_path):
-    own_dropin = ("##gpufleet-probe:unit_overrides", fleet_cache.ACNG_DROPIN)
+    own_dropin = ("##gpufleet-probe:unit_overrides", host_config.ACNG_DROPIN)
     cache = dataclasses.replace(CACHE_HOST, config_lines=DEFAULT_SITE + own_dropin)
     result, plan = _plan(tmp_path, {"cache": cache})
     assert result.returncode == 0, result.stderr[-3000:]
     changed = {op["name"].split(" | ")[1] for op in plan if op["hosts_with_change"]}
-    assert f"{fleet_cache.ACNG_LOGIN}: apt-cacher-ng's admin login (generated once, mode 600)" in (
-        changed
-    )
+    login = f"{host_config.ACNG_SECURITY}: apt-cacher-ng's admin login (generated once, mode 600)"
+    assert login in changed
     assert "/etc/nginx/sites-enabled/default: nginx's default site gone" in changed
-    assert f"{fleet_cache.ACNG_DROPIN}: apt-cacher-ng starts once the network is up" in changed
+    assert f"{host_config.ACNG_DROPIN}: apt-cacher-ng starts once the network is up" in changed
     # gpufleet's own drop-in is no foreign override (gpufleet.stages.foreign).
-    assert f"{fleet_cache.ACNG_DROPIN} overrides" not in result.stdout + result.stderr
+    assert f"{host_config.ACNG_DROPIN} overrides" not in result.stdout + result.stderr
 
 
 def test_a_cache_host_without_nginx_yet_removes_the_default_site_in_the_same_run(tmp_path):
@@ -217,7 +216,7 @@ def test_cache_host_with_the_login_in_order_and_no_default_site_plans_neither(tm
     )
     assert result.returncode == 0, result.stderr[-3000:]
     changed = {op["name"].split(" | ")[1] for op in plan if op["hosts_with_change"]}
-    assert not any(fleet_cache.ACNG_LOGIN in name or "default site" in name for name in changed)
+    assert not any(host_config.ACNG_SECURITY in name or "default site" in name for name in changed)
 
 
 @pytest.mark.parametrize(

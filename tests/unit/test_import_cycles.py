@@ -1,4 +1,5 @@
-"""No import cycle among gpufleet's and validation's modules, lazy imports included."""
+"""No import cycle among the project's modules (gpufleet, validation, tests, benchmarks, the
+deploy and inventories), lazy imports included."""
 
 from __future__ import annotations
 
@@ -6,7 +7,7 @@ import ast
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
-PACKAGES = ("gpufleet", "validation")
+PACKAGES = ("gpufleet", "validation", "tests", "benchmarks", "deploy", "inventories")
 
 
 def _modules() -> dict[str, Path]:
@@ -56,6 +57,12 @@ def import_graph(modules: dict[str, Path]) -> dict[str, set[str]]:
                     kept = package.split(".")[: len(package.split(".")) - node.level + 1]
                     base = ".".join([*kept, *([base] if base else [])])
                 targets += [f"{base}.{alias.name}" for alias in node.names]
+        if not (path.parent / "__init__.py").exists():
+            # A script folder (benchmarks/): its scripts import each other by bare name.
+            folder = name.rpartition(".")[0]
+            targets += [
+                f"{folder}.{t}" for t in targets if f"{folder}.{t.split('.')[0]}" in modules
+            ]
         owners = {_owner(target, modules) for target in targets}
         graph[name] = {owner for owner in owners if owner and owner != name}
     return graph
@@ -103,6 +110,13 @@ def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
     return found
 
 
+def test_scripts_importing_each_other_by_bare_name_are_seen(tmp_path: Path) -> None:
+    (tmp_path / "a.py").write_text("import b\n")
+    (tmp_path / "b.py").write_text("from a import x\n")
+    graph = import_graph({"bench.a": tmp_path / "a.py", "bench.b": tmp_path / "b.py"})
+    assert cycles(graph) == [["bench.a", "bench.b"]]
+
+
 def test_the_checker_finds_a_cycle() -> None:
     graph = {"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}
     assert cycles(graph) == [["a", "b", "c"]]
@@ -112,4 +126,5 @@ def test_the_checker_finds_a_cycle() -> None:
 def test_no_module_imports_itself_through_others() -> None:
     modules = _modules()
     assert "validation.periodic.runner" in modules and "gpufleet.floors.derived" in modules
+    assert "benchmarks.drift" in modules and "tests.unit.fake_fleet" in modules
     assert cycles(import_graph(modules)) == []

@@ -63,3 +63,34 @@ def test_readme_test_command_is_what_ci_runs() -> None:
     assert re.search(r"^scripts/bootstrap && scripts/test\b", README, flags=re.MULTILINE), (
         "README's test command differs from what .ci/run runs"
     )
+
+
+def test_the_soft_fail_the_readme_names_is_unprovens_code() -> None:
+    from gpufleet.validate.results import EXIT_STATUS
+
+    said = re.findall(r"`validate`'s (\d)[^.]*soft fail", README)
+    assert said == [str(EXIT_STATUS["unproven"])]
+
+
+def codes_by_command(page: str) -> dict[str, set[int]]:
+    """exit-codes.md's per-subcommand table: each command's codes with a meaning."""
+    out = {}
+    for line in page.splitlines():
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        if len(cells) == 6 and re.fullmatch(r"`\w+`", cells[0]):
+            out[cells[0].strip("`")] = {code for code, cell in enumerate(cells[1:]) if cell}
+    return out
+
+
+def test_the_commands_table_uses_the_codes_of_the_exit_codes_page() -> None:
+    page = (REPO_ROOT / "docs" / "reference" / "exit-codes.md").read_text(encoding="utf-8")
+    expected = codes_by_command(page)
+    assert expected["validate"] == {0, 1, 2, 3, 4} and expected["drift"] == {0, 1, 2, 3}
+    shown = {
+        command: {int(c) for c in re.findall(r"\b([0-4])\b", cell)}
+        for command, cell in re.findall(
+            r"^\| `gpufleet (\w+)[^|]*\|[^|]*\| ([^|]+) \|", README.replace("\\|", "/"), re.M
+        )
+    }
+    assert set(shown) == set(expected)
+    assert {c: codes for c, codes in shown.items() if codes != expected[c]} == {}

@@ -94,6 +94,11 @@ def test_every_check_and_floor_is_documented() -> None:
         assert floor.source in text
 
 
+def test_every_check_says_what_it_measures() -> None:
+    # A check row without a line (its test function has no docstring) reads "-" on the page.
+    assert [row[0] for row in checks.check_rows() if not row[2].strip()] == []
+
+
 def test_origin_kinds() -> None:
     assert checks.origin_kind("published (DLE ...) x 0.8", 1.0) == "published"
     assert checks.origin_kind("gpufleet's choice (why)", 0.7) == "choice"

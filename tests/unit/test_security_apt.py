@@ -15,7 +15,7 @@ from pyinfra.api import OperationError
 
 from gpufleet.operations.apt import insecure_source_fields
 from gpufleet.spec import NodeSpec, SpecError
-from gpufleet.stages import nvidia_repo
+from gpufleet.stages import host_config, nvidia_repo
 from gpufleet.templates import render
 from tests.operations.helpers import run_operation
 
@@ -87,7 +87,7 @@ def test_finding04_injected_trusted_field_never_reaches_apt(tmp_path):
             key_url="https://m.example/key.pub",
             fingerprint="EB693B3035CD5710E231E123A4B469963BF863CC",
             keyring=nvidia_repo.KEYRING,
-            sources=nvidia_repo.SOURCES,
+            sources=host_config.SOURCES,
             sources_text=rendered,
         )
 

@@ -108,7 +108,7 @@ def test_finding15_markup_in_check_message_is_shown_literally():
 
 def test_finding15_markup_in_host_name_is_shown_literally(tmp_path, capsys):
     write_doc(tmp_path, results_doc("gpu-[/x]", LINK))
-    assert report_cmd.main([str(tmp_path)]) == 1  # its check failed (docs/exit-codes.md)
+    assert report_cmd.main([str(tmp_path)]) == 1  # its check failed (docs/reference/exit-codes.md)
     out = capsys.readouterr().out
     assert "gpu-[/x]" in out and "evil.example" not in out.replace("[link=https://evil", "")
 

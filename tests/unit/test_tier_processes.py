@@ -2,7 +2,7 @@
 
 The suite's test_workload runs against a stand-in host that records every command and answers
 with recorded workload documents (tests/fixtures/results/workloads/), so the plan is counted
-as the suite really runs it (README "Time budget").
+as the suite really runs it (docs/explanation/time-budget.md).
 """
 
 from __future__ import annotations

@@ -43,7 +43,7 @@ def test_exit_status():
 
 
 def test_exit_status_3_for_a_host_it_could_not_reach():
-    # docs/exit-codes.md: 3 is "could not reach", as in drift (it was 2; 3 was unproven)
+    # docs/reference/exit-codes.md: 3 is "could not reach", as in drift (it was 2; 3 was unproven)
     down = doc(run_error="could not reach ssh://10.0.0.9: Connection refused")
     assert results.outcome(down) == "unreachable"
     assert results.exit_status([doc(["fail"]), down]) == 3

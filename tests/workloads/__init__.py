@@ -1,0 +1,1 @@
+"""The workload tier: the on-host TensorFlow workloads run on the CPU."""

@@ -44,7 +44,7 @@ SINGLE_GPU_WORKLOADS = frozenset(
 # process each, as a training job loads the host): ResNet-50 images/s per GPU against DLE's
 # figure finds a slow GPU with a real training step. The others prove software features (mixed
 # precision, XLA, tf.data, memory options), which do not differ between the GPUs of one host;
-# they run on GPU 0, which keeps the full tier's time budget (README "Time budget"). GEMM
+# they run on GPU 0, which keeps the full tier's time budget (docs/explanation/time-budget.md). GEMM
 # (every GPU at once) and this one are the per-GPU hardware checks.
 EVERY_GPU_IN_FULL = frozenset({"resnet50"})
 _ORDINAL_RE = re.compile(r"^[0-9]{1,2}$")

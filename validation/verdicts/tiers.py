@@ -1,7 +1,7 @@
 """Which workloads each validation tier runs; shared by the pytest suite and the periodic runner."""
 
-# The quick tier (< 60 s per host; README "Time budget"): ResNet-50 AMP throughput per GPU
-# against DLE's figure (catches low clocks, a slow GPU, broken cuDNN), MirroredStrategy
+# The quick tier (< 60 s per host; docs/explanation/time-budget.md): ResNet-50 AMP throughput
+# per GPU against DLE's figure (catches low clocks, a slow GPU, broken cuDNN), MirroredStrategy
 # scaling and every GPU busy, raw matmul throughput; each with --quick, all three in ONE
 # TensorFlow process (validation.workloads.bundle): TensorFlow's start on 8 GPUs (~20 s,
 # assumed) would otherwise be paid three times. The speed-ups of mixed precision and XLA need

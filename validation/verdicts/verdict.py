@@ -18,7 +18,8 @@ NOT_APPLICABLE = "not_applicable"
 STATUSES = (PASS, FAIL, INCONCLUSIVE, NOT_APPLICABLE)
 
 # One-sided 0.1 % per check: a run holds about ten checks, so a host with no speed-up passes
-# a run < 0.1 % of the time and a healthy host false-fails a run < 1 % (README, error budget).
+# a run < 0.1 % of the time and a healthy host false-fails a run < 1 % (the error budget,
+# docs/explanation/verdicts.md).
 DEFAULT_CONFIDENCE = 0.999
 # Between-process spread of a speed-up (sd of its log) assumed when neither the runs nor the
 # host's history give one: the 3-5 % seen on real GPU hosts, rounded up.

@@ -30,8 +30,8 @@ ARCHITECTURES = {"resnet50": (RESNET50_CPU, RESNET50_GPU), "bert_large": (BERT_C
 UNITS = {"resnet50": "images/s", "bert_large": "sequences/s"}
 # CPU: tiny widths, no XLA (proves the step trains). GPU: DLE's sizes with XLA, as DLE's
 # published rows ran; the quick tier measures AMP only. Blocks of a few steps (0.5-1.4 s of
-# ResNet-50 on an A100, README "Time budget"): the spread of the blocks, not their length,
-# decides the verdict, and judge_sample_runs needs 3 per process (MIN_SAMPLES_FOR_VERDICT).
+# ResNet-50 on an A100, docs/explanation/time-budget.md): the spread of the blocks, not their
+# length, decides the verdict, and judge_sample_runs needs 3 per process (MIN_SAMPLES_FOR_VERDICT).
 # The XLA compile is paid once per host (validation.workloads.xla_cache).
 CPU: dict[str, Any] = {"batch": 4, "steps": 3, "blocks": 4, "warmup_max": 4, "jit_compile": False}
 QUICK_GPU: dict[str, Any] = {"steps": 5, "blocks": 3, "warmup_max": 4, "jit_compile": True}

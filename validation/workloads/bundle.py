@@ -4,8 +4,8 @@ Run: ``python -m validation.workloads.bundle --json-dir DIR [--quick] [--workloa
 (or ``--warm-cache`` without ``--json-dir``: the same steps compiled, no documents; see
 validation.workloads.warm)
 
-TensorFlow's import and a CUDA context on every GPU cost ~20 s on an 8-GPU host (README "Time
-budget", an assumption): paid once here instead of once per workload. Each workload's
+TensorFlow's import and a CUDA context on every GPU cost ~20 s on an 8-GPU host (an assumption,
+docs/explanation/time-budget.md): paid once here instead of once per workload. Each workload's
 document is the one its own module writes (``DIR/<workload>.json``, written as soon as that
 workload ends, so a later crash keeps it), so the suite, the periodic runner and the reports
 read them unchanged. All GPUs stay visible; a single-GPU workload runs on the first

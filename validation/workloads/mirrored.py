@@ -38,7 +38,7 @@ from validation.workloads._training import (
 QUICK: dict[str, Any] = {"per_replica_batch": 16, "inputs": 64, "width": 128, "depth": 2}
 QUICK |= {"check_steps": 4, "ref_batch": 4, "steps": 2, "pairs": 6, "busy_s": 0.0}
 QUICK |= {"jit_variant": False}  # XLA cannot place per-replica clusters on logical CPUs
-# Blocks of 3-5 steps (0.3-1.2 s on an A100) and MIN_PAIRS pairs: README "Time budget".
+# Blocks of 3-5 steps (0.3-1.2 s on an A100) and MIN_PAIRS pairs: docs/explanation/time-budget.md.
 QUICK_GPU: dict[str, Any] = {**QUICK, "ref_batch": None, "steps": 3, "busy_s": 3.0}
 FULL: dict[str, Any] = {**QUICK_GPU, "steps": 5, "pairs": 6, "busy_s": 4.0, "jit_variant": True}
 PRECISION = "amp"  # DLE's weak-scaling rows; the faster step leaves the all-reduce more exposed

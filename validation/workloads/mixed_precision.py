@@ -37,7 +37,7 @@ from validation.workloads._training import (
 QUICK: dict[str, Any] = {"batch": 64, "inputs": 128, "width": 256, "depth": 3, "check_steps": 3}
 QUICK |= {"ref_batch": 4, "steps": 2, "pairs": 6}
 QUICK_GPU: dict[str, Any] = {**QUICK, "ref_batch": None, "steps": 5, "pairs": 6}
-# Blocks of 5 steps (0.5-1.7 s on an A100; README "Time budget").
+# Blocks of 5 steps (0.5-1.7 s on an A100; docs/explanation/time-budget.md).
 FULL: dict[str, Any] = {**QUICK, "check_steps": 5, "ref_batch": None, "steps": 5, "pairs": 8}
 # (policy, precision of the reference step, floor's figure, minimum compute capability for
 # its tensor cores; DESIGN.md)
