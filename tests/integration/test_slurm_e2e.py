@@ -276,6 +276,27 @@ def rollout_args(tmp: Path, *extra: str) -> list[str]:
     ]
 
 
+def test_a_rollout_refused_before_its_first_change_leaves_every_node_as_it_was(
+    integrated: Sandbox, tmp_path: Path
+) -> None:
+    """Issue 33 on real Slurm: a `--data` typo (no `--dry`) and a run with no scheduler and no
+    way to drain are both refused before any host is drained, deployed or rebooted."""
+    names = [h.name for h in integrated.state.hosts]
+    before = {name: node(integrated, name) for name in names}
+    typo = [a.replace("driver_branch=", "driver_brnach=") for a in rollout_args(tmp_path)]
+    unguarded = [*rollout_args(tmp_path), "--scheduler", "none"]
+    for argv, says in (
+        (typo, ("'driver_brnach'", "'driver_branch'", "no host was touched")),
+        (unguarded, ("no --cordon-cmd", "--no-drain")),
+    ):
+        proc = subprocess.run(argv, cwd=REPO, capture_output=True, text=True, timeout=300)
+        assert proc.returncode == 2, proc.stdout[-2000:] + proc.stderr[-2000:]
+        assert all(text in proc.stderr for text in says), proc.stderr[-2000:]
+        assert "Traceback" not in proc.stderr
+    assert {name: node(integrated, name) for name in names} == before
+    assert not (tmp_path / "state.json").exists()
+
+
 def test_rollout_570_to_580_one_at_a_time_job_kill_and_failure(
     integrated: Sandbox, tmp_path: Path
 ) -> None:
