@@ -46,6 +46,10 @@ class FigureName:
     prometheus_unit: str = ""
     inventory_key: str | None = None
     aliases: tuple[str, ...] = ()
+    # The thresholds.toml key the workload judges the figure against itself (its default, or
+    # the inventory's value), where no gpufleet.floors floor exists or as that floor's fallback.
+    threshold_key: str | None = None
+    legacy: bool = False  # written by an older gpufleet only: kept results and baselines
 
 
 def _entries() -> Iterable[FigureName]:
@@ -63,7 +67,8 @@ def _entries() -> Iterable[FigureName]:
     for p in ("fp32", "tf32", "fp16", "bf16"):
         for what, unit in (("fraction_of_peak", "fraction"), ("tflops", "TFLOP/s")):
             old = (f"gemm/{p}_{what}", f"gemm.{p}_{what}", f"{what}.{p}")
-            yield FigureName(f"gemm.{what}.{p}", unit, FIGURE, unit, aliases=old)
+            key = f"gemm_{p}_fraction_min" if what == "fraction_of_peak" else None
+            yield FigureName(f"gemm.{what}.{p}", unit, FIGURE, unit, aliases=old, threshold_key=key)
     yield FigureName(
         "mirrored.scaling_efficiency",
         "fraction",
@@ -72,14 +77,29 @@ def _entries() -> Iterable[FigureName]:
         "mirrored_scaling_efficiency_min",
         ("mirrored/scaling_efficiency",),
     )
+    old = ("scaling_efficiency.xla", "mirrored/scaling_efficiency.xla")  # judged as the above
+    yield FigureName("mirrored.scaling_efficiency.xla", "fraction", SCALING, "ratio", aliases=old)
     yield FigureName("mirrored.gpu_utilization_pct", "%")
     yield FigureName("mirrored.gpu_utilization_spread_pct", "%")
     old = ("allreduce/busbw_gbps_largest", "allreduce.busbw_gbps_largest")
     yield FigureName(
         "allreduce.busbw_gbps", "GB/s", FIGURE, "GB/s", "allreduce_busbw_min_gbps", old
     )
-    yield FigureName("allreduce.busbw_fraction_of_nccl_tests", "fraction")
-    yield FigureName("input_pipeline.device_busy_fraction", "fraction")
+    for name in ("input_pipeline.device_busy_fraction", "allreduce.busbw_fraction_of_nccl_tests"):
+        old = (name.replace(".", "/", 1),)
+        yield FigureName(name, "fraction", FIGURE, "fraction", aliases=old)
+    # Judged against a thresholds.toml key (no gpufleet.floors floor): the input pipeline's.
+    name, key = "input_pipeline.tuned_speedup_vs_naive", "input_pipeline_tuned_speedup_min"
+    old = ("input_pipeline/tuned_speedup_vs_naive",)
+    yield FigureName(name, "x", SPEEDUP, "ratio", aliases=old, threshold_key=key)
+    name, key = "input_pipeline.tuned_gpu_utilization_mean", "input_pipeline_gpu_utilization_min"
+    old = ("input_pipeline/tuned_gpu_utilization_mean",)
+    yield FigureName(name, "%", FIGURE, "%", aliases=old, threshold_key=key)
+    # An older gpufleet's figures, still in kept results and baselines (other measurements than
+    # today's, so never aliases of them): XLA's MLP step, mirrored's N-GPU throughput ratio.
+    yield FigureName("xla.speedup", "x", SPEEDUP, "ratio", aliases=("xla/speedup",), legacy=True)
+    old = ("mirrored/throughput_ratio",)
+    yield FigureName("mirrored.throughput_ratio", "x", SPEEDUP, "ratio", aliases=old, legacy=True)
     # The vendor and cluster figures (nccl-tests, iperf3), each judged against its own floor
     # (gpufleet.floors.nccl, gpufleet.floors.nccl_cluster, the declared interconnect_gbps);
     # their textfile names are in base units, the old ones aliases (metric_units.RENAMED).
@@ -106,6 +126,19 @@ def canonical(workload: str, metric: str) -> str | None:
         if candidate in ALIASES:
             return ALIASES[candidate]
     return None
+
+
+def dotted(workload: str, metric: str) -> str:
+    """The one name of a workload's metric: its registry name, else ``<workload>.<metric>``
+    (an undotted metric) or the metric itself, as ``thresholds --judge`` and calibration name
+    the figures of a results document.
+
+    Example:
+        >>> dotted("gemm", "fp16_tflops"), dotted("memory_growth", "free_fraction")
+        ('gemm.tflops.fp16', 'memory_growth.free_fraction')
+    """
+    own = metric if "." in metric or not workload else f"{workload}.{metric}"
+    return canonical(workload, metric) or resolve(own)
 
 
 def name_of_key(key: str) -> str:
