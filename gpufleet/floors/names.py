@@ -116,6 +116,19 @@ def _entries() -> Iterable[FigureName]:
 
 NAMES: dict[str, FigureName] = {e.name: e for e in _entries()}
 ALIASES: dict[str, str] = {a: e.name for e in NAMES.values() for a in e.aliases}
+# The floors the workloads judge (run.floor; tests/unit/test_figure_names_written.py holds the
+# list to the workload sources): an inventory's thresholds may set each by its dotted name.
+_JUDGED = ("resnet50.images_per_s.", "bert_large.sequences_per_s.", "mixed_precision.speedup.")
+_JUDGED += ("xla.speedup.", "gemm.fraction_of_peak.", "mirrored.scaling_efficiency")
+_JUDGED += ("mirrored.gpu_utilization_", "allreduce.", "input_pipeline.device_busy_fraction")
+JUDGED_FLOORS: frozenset[str] = frozenset(
+    e.name
+    for e in NAMES.values()
+    if e.name.startswith(_JUDGED) and not e.legacy and not e.name.endswith(".xla")
+)  # (mirrored.scaling_efficiency.xla is judged against the plain arm's floor)
+# The dotted names an inventory's thresholds may hold: those floors, and the figures judged
+# against a thresholds.toml key (input_pipeline_tuned_speedup_min), which they stand for.
+SETTABLE: frozenset[str] = JUDGED_FLOORS | {e.name for e in NAMES.values() if e.threshold_key}
 
 
 def canonical(workload: str, metric: str) -> str | None:
@@ -153,8 +166,9 @@ def resolve(name: str) -> str:
 
 
 def apply_overrides(floors: Iterable[Floor], overrides: Mapping[str, Any]) -> list[Floor]:
-    """The floors with the inventory's ``thresholds`` applied to the figures an inventory key
-    sets (``xla_speedup_min`` -> ``xla.speedup.*``); 0 or unset leaves a floor as it is.
+    """The floors with the inventory's ``thresholds`` applied: a judged floor's dotted name
+    (``xla.speedup.amp``, JUDGED_FLOORS) sets that floor, an inventory key the floors it sets
+    (``xla_speedup_min`` -> ``xla.speedup.*``), the name first; 0 or unset leaves a floor be.
 
     Example:
         >>> [f.value for f in apply_overrides([], {"xla_speedup_min": 1.2})][:1]
@@ -163,10 +177,14 @@ def apply_overrides(floors: Iterable[Floor], overrides: Mapping[str, Any]) -> li
     out = {f.name: f for f in floors}
     families = {n.rsplit(".", 1)[0] for n in out}
     for entry in NAMES.values():
-        value = overrides.get(entry.inventory_key or "")
+        # The figure's own dotted name first (thresholds = {"xla.speedup.amp": 1.2}), then
+        # the key that sets the floors of several (xla_speedup_min).
+        given = entry.name if entry.name in JUDGED_FLOORS and entry.name in overrides else None
+        given = given or entry.inventory_key or ""
+        value = overrides.get(given)
         if isinstance(value, bool) or not isinstance(value, (int, float)) or not value:
             continue
-        origin = f"inventory override: thresholds {entry.inventory_key} = {value:g}"
+        origin = f"inventory override: thresholds {given} = {value:g}"
         found = out.get(entry.name)
         if found is not None:
             out[entry.name] = replace(
@@ -177,6 +195,20 @@ def apply_overrides(floors: Iterable[Floor], overrides: Mapping[str, Any]) -> li
             # override is the floor; where the family exists, its precisions are the host's.
             out[entry.name] = Floor(entry.name, float(value), entry.unit, origin)
     return list(out.values())
+
+
+def threshold_key(name: str) -> str | None:
+    """The thresholds.toml key a figure's dotted name stands for in the inventory's
+    ``thresholds``: its own key, or the inventory key that sets this floor alone
+    (``allreduce.busbw_gbps`` -> ``allreduce_busbw_min_gbps``); None where it sets a floor
+    by its name only (``xla.speedup.amp``: ``xla_speedup_min`` sets the three XLA floors)."""
+    entry = NAMES.get(name)
+    if entry is None or name not in SETTABLE:
+        return None
+    if entry.threshold_key:
+        return entry.threshold_key
+    key = entry.inventory_key
+    return key if key and set_by(key) == [name] else None
 
 
 def set_by(key: str) -> list[str]:
