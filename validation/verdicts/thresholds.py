@@ -161,15 +161,15 @@ def _check_overrides(overrides: Mapping[str, Any], known: Mapping[str, Any]) -> 
             raise ThresholdsError(f"threshold {key!r} must be >= 0 (0 = not asserted); got {value}")
         checked[key] = float(value)
     for name in [key for key in checked if key in SETTABLE]:
-        key = threshold_key(name)
-        if key is None:
+        own = threshold_key(name)
+        if own is None:
             continue  # a floor set by its name only (xla.speedup.amp): gpufleet.floors.names
-        if key in checked and checked[key] != checked[name]:
+        if own in checked and checked[own] != checked[name]:
             raise ThresholdsError(
-                f"thresholds {name!r} = {checked[name]:g} and {key!r} = {checked[key]:g} set "
-                f"one floor: give only {name!r} ({key!r} is its older name)"
+                f"thresholds {name!r} = {checked[name]:g} and {own!r} = {checked[own]:g} set "
+                f"one floor: give only {name!r} ({own!r} is its older name)"
             )
-        checked[key] = checked[name]
+        checked[own] = checked[name]
     return checked
 
 
