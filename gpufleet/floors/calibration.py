@@ -22,6 +22,8 @@ A GPU-less host (the sandbox) is calibrated as its own kind, ``gpu_model = "cpu"
 kind ever matches (``apply`` refuses it), and since gpufleet.floors.derived has no floors for it,
 each figure makes its own floor (``bound`` and ``unit`` from the figure's table, "min" and ""
 by default). ``gpufleet validate --calibrate`` writes these files (gpufleet.validate.calibrate).
+A figure's old name (gpufleet.floors.names, e.g. ``gemm.fp16_fraction_of_peak``) is read as its
+dotted name (``gemm.fraction_of_peak.fp16``) for one release.
 """
 
 from __future__ import annotations
@@ -35,6 +37,7 @@ from pathlib import Path
 from typing import Any
 
 from gpufleet.floors.derived import Floor, FloorError, canonical_interconnect, find_model
+from gpufleet.floors.names import resolve
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -61,6 +64,7 @@ class CalibratedFigure:
     margin: float
     unit: str = ""
     bound: str = "min"
+    given: str = ""  # the name the file gave, where an old one (gpufleet.floors.names aliases)
 
     @property
     def median(self) -> float:
@@ -158,7 +162,15 @@ def parse(data: dict[str, Any], path: str = "<calibration>") -> Calibration:
     raw_figures = data["figures"]
     if not isinstance(raw_figures, dict) or not raw_figures:
         raise FloorError(f"{path}: [figures] must hold at least one figure")
-    figures = {n: _figure(n, raw, margin, path) for n, raw in raw_figures.items()}
+    figures: dict[str, CalibratedFigure] = {}
+    for given, raw in raw_figures.items():
+        name = resolve(str(given))  # an old name (gemm.fp16_fraction_of_peak) as today's
+        if name in figures:
+            raise FloorError(
+                f"{path}: figures {figures[name].given!r} and {given!r} are one figure, "
+                f"{name!r} (an old name is read as today's, gpufleet/floors/names.py): keep one"
+            )
+        figures[name] = replace(_figure(str(given), raw, margin, path), name=name, given=given)
     return Calibration(
         path,
         model,

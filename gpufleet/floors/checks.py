@@ -7,7 +7,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from gpufleet.floors.derived import OUTLIER_BELOW_MEDIAN, Floor, FloorError
-from gpufleet.floors.names import canonical, resolve
+from gpufleet.floors.names import dotted
 
 Number = (int, float)  # a tuple: isinstance on Python 3.9 hosts (no int | float there)
 
@@ -125,10 +125,9 @@ def figures_from(doc: object) -> dict[str, object]:
     prefix = doc.get("workload") if isinstance(doc.get("workload"), str) else None
     out: dict[str, object] = {}
     for name, value in metrics.items():
-        key = f"{prefix}.{name}" if prefix and "." not in name else str(name)
         # An old spelling (gemm's fp16_fraction_of_peak, its minimum) as the floor's own name;
         # the per-GPU map (fraction_of_peak.fp16) wins over that minimum.
-        key = canonical(prefix or "", str(name)) or resolve(key)
+        key = dotted(prefix or "", str(name))
         if not isinstance(out.get(key), dict):
             out[key] = value
     return out

@@ -46,6 +46,10 @@ class FigureName:
     prometheus_unit: str = ""
     inventory_key: str | None = None
     aliases: tuple[str, ...] = ()
+    # The thresholds.toml key the workload judges the figure against itself (its default, or
+    # the inventory's value), where no gpufleet.floors floor exists or as that floor's fallback.
+    threshold_key: str | None = None
+    legacy: bool = False  # written by an older gpufleet only: kept results and baselines
 
 
 def _entries() -> Iterable[FigureName]:
@@ -63,7 +67,8 @@ def _entries() -> Iterable[FigureName]:
     for p in ("fp32", "tf32", "fp16", "bf16"):
         for what, unit in (("fraction_of_peak", "fraction"), ("tflops", "TFLOP/s")):
             old = (f"gemm/{p}_{what}", f"gemm.{p}_{what}", f"{what}.{p}")
-            yield FigureName(f"gemm.{what}.{p}", unit, FIGURE, unit, aliases=old)
+            key = f"gemm_{p}_fraction_min" if what == "fraction_of_peak" else None
+            yield FigureName(f"gemm.{what}.{p}", unit, FIGURE, unit, aliases=old, threshold_key=key)
     yield FigureName(
         "mirrored.scaling_efficiency",
         "fraction",
@@ -72,14 +77,29 @@ def _entries() -> Iterable[FigureName]:
         "mirrored_scaling_efficiency_min",
         ("mirrored/scaling_efficiency",),
     )
+    old = ("scaling_efficiency.xla", "mirrored/scaling_efficiency.xla")  # judged as the above
+    yield FigureName("mirrored.scaling_efficiency.xla", "fraction", SCALING, "ratio", aliases=old)
     yield FigureName("mirrored.gpu_utilization_pct", "%")
     yield FigureName("mirrored.gpu_utilization_spread_pct", "%")
     old = ("allreduce/busbw_gbps_largest", "allreduce.busbw_gbps_largest")
     yield FigureName(
         "allreduce.busbw_gbps", "GB/s", FIGURE, "GB/s", "allreduce_busbw_min_gbps", old
     )
-    yield FigureName("allreduce.busbw_fraction_of_nccl_tests", "fraction")
-    yield FigureName("input_pipeline.device_busy_fraction", "fraction")
+    for name in ("input_pipeline.device_busy_fraction", "allreduce.busbw_fraction_of_nccl_tests"):
+        old = (name.replace(".", "/", 1),)
+        yield FigureName(name, "fraction", FIGURE, "fraction", aliases=old)
+    # Judged against a thresholds.toml key (no gpufleet.floors floor): the input pipeline's.
+    name, key = "input_pipeline.tuned_speedup_vs_naive", "input_pipeline_tuned_speedup_min"
+    old = ("input_pipeline/tuned_speedup_vs_naive",)
+    yield FigureName(name, "x", SPEEDUP, "ratio", aliases=old, threshold_key=key)
+    name, key = "input_pipeline.tuned_gpu_utilization_mean", "input_pipeline_gpu_utilization_min"
+    old = ("input_pipeline/tuned_gpu_utilization_mean",)
+    yield FigureName(name, "%", FIGURE, "%", aliases=old, threshold_key=key)
+    # An older gpufleet's figures, still in kept results and baselines (other measurements than
+    # today's, so never aliases of them): XLA's MLP step, mirrored's N-GPU throughput ratio.
+    yield FigureName("xla.speedup", "x", SPEEDUP, "ratio", aliases=("xla/speedup",), legacy=True)
+    old = ("mirrored/throughput_ratio",)
+    yield FigureName("mirrored.throughput_ratio", "x", SPEEDUP, "ratio", aliases=old, legacy=True)
     # The vendor and cluster figures (nccl-tests, iperf3), each judged against its own floor
     # (gpufleet.floors.nccl, gpufleet.floors.nccl_cluster, the declared interconnect_gbps);
     # their textfile names are in base units, the old ones aliases (metric_units.RENAMED).
@@ -96,6 +116,20 @@ def _entries() -> Iterable[FigureName]:
 
 NAMES: dict[str, FigureName] = {e.name: e for e in _entries()}
 ALIASES: dict[str, str] = {a: e.name for e in NAMES.values() for a in e.aliases}
+# The floors the workloads judge (run.floor; tests/unit/test_figure_names_written.py holds the
+# list to the workload sources): an inventory's thresholds may set each by its dotted name.
+_JUDGED: tuple[str, ...] = ("resnet50.images_per_s.", "bert_large.sequences_per_s.")
+_JUDGED += ("mixed_precision.speedup.",)
+_JUDGED += ("xla.speedup.", "gemm.fraction_of_peak.", "mirrored.scaling_efficiency")
+_JUDGED += ("mirrored.gpu_utilization_", "allreduce.", "input_pipeline.device_busy_fraction")
+JUDGED_FLOORS: frozenset[str] = frozenset(
+    e.name
+    for e in NAMES.values()
+    if e.name.startswith(_JUDGED) and not e.legacy and not e.name.endswith(".xla")
+)  # (mirrored.scaling_efficiency.xla is judged against the plain arm's floor)
+# The dotted names an inventory's thresholds may hold: those floors, and the figures judged
+# against a thresholds.toml key (input_pipeline_tuned_speedup_min), which they stand for.
+SETTABLE: frozenset[str] = JUDGED_FLOORS | {e.name for e in NAMES.values() if e.threshold_key}
 
 
 def canonical(workload: str, metric: str) -> str | None:
@@ -106,6 +140,19 @@ def canonical(workload: str, metric: str) -> str | None:
         if candidate in ALIASES:
             return ALIASES[candidate]
     return None
+
+
+def dotted(workload: str, metric: str) -> str:
+    """The one name of a workload's metric: its registry name, else ``<workload>.<metric>``
+    (an undotted metric) or the metric itself, as ``thresholds --judge`` and calibration name
+    the figures of a results document.
+
+    Example:
+        >>> dotted("gemm", "fp16_tflops"), dotted("memory_growth", "free_fraction")
+        ('gemm.tflops.fp16', 'memory_growth.free_fraction')
+    """
+    own = metric if "." in metric or not workload else f"{workload}.{metric}"
+    return canonical(workload, metric) or resolve(own)
 
 
 def name_of_key(key: str) -> str:
@@ -120,8 +167,9 @@ def resolve(name: str) -> str:
 
 
 def apply_overrides(floors: Iterable[Floor], overrides: Mapping[str, Any]) -> list[Floor]:
-    """The floors with the inventory's ``thresholds`` applied to the figures an inventory key
-    sets (``xla_speedup_min`` -> ``xla.speedup.*``); 0 or unset leaves a floor as it is.
+    """The floors with the inventory's ``thresholds`` applied: a judged floor's dotted name
+    (``xla.speedup.amp``, JUDGED_FLOORS) sets that floor, an inventory key the floors it sets
+    (``xla_speedup_min`` -> ``xla.speedup.*``), the name first; 0 or unset leaves a floor be.
 
     Example:
         >>> [f.value for f in apply_overrides([], {"xla_speedup_min": 1.2})][:1]
@@ -130,10 +178,14 @@ def apply_overrides(floors: Iterable[Floor], overrides: Mapping[str, Any]) -> li
     out = {f.name: f for f in floors}
     families = {n.rsplit(".", 1)[0] for n in out}
     for entry in NAMES.values():
-        value = overrides.get(entry.inventory_key or "")
+        # The figure's own dotted name first (thresholds = {"xla.speedup.amp": 1.2}), then
+        # the key that sets the floors of several (xla_speedup_min).
+        given = entry.name if entry.name in JUDGED_FLOORS and entry.name in overrides else None
+        given = given or entry.inventory_key or ""
+        value = overrides.get(given)
         if isinstance(value, bool) or not isinstance(value, (int, float)) or not value:
             continue
-        origin = f"inventory override: thresholds {entry.inventory_key} = {value:g}"
+        origin = f"inventory override: thresholds {given} = {value:g}"
         found = out.get(entry.name)
         if found is not None:
             out[entry.name] = replace(
@@ -144,6 +196,20 @@ def apply_overrides(floors: Iterable[Floor], overrides: Mapping[str, Any]) -> li
             # override is the floor; where the family exists, its precisions are the host's.
             out[entry.name] = Floor(entry.name, float(value), entry.unit, origin)
     return list(out.values())
+
+
+def threshold_key(name: str) -> str | None:
+    """The thresholds.toml key a figure's dotted name stands for in the inventory's
+    ``thresholds``: its own key, or the inventory key that sets this floor alone
+    (``allreduce.busbw_gbps`` -> ``allreduce_busbw_min_gbps``); None where it sets a floor
+    by its name only (``xla.speedup.amp``: ``xla_speedup_min`` sets the three XLA floors)."""
+    entry = NAMES.get(name)
+    if entry is None or name not in SETTABLE:
+        return None
+    if entry.threshold_key:
+        return entry.threshold_key
+    key = entry.inventory_key
+    return key if key and set_by(key) == [name] else None
 
 
 def set_by(key: str) -> list[str]:

@@ -42,5 +42,7 @@ NOTES: dict[str, str] = {
     "slurm_controller": "slurmctld's host name or address (where `gpufleet rollout` runs scontrol)",
     "slurm_health_interval": "Slurm `HealthCheckInterval` (s) for gpufleet's health check",
     "thresholds": "validation threshold overrides by name, e.g. `{'xla_speedup_min': 1.2}` "
-    "(names: `validation/verdicts/thresholds.toml`; an unknown name is refused)",
+    "(names: `validation/verdicts/thresholds.toml`), or a judged figure's floor by its dotted "
+    "name, e.g. `{'xla.speedup.amp': 1.2}` ([figure names](metrics.md#figure-names)); an "
+    "unknown name is refused",
 }

@@ -6,7 +6,7 @@ import ast
 import re
 from pathlib import Path
 
-from gpufleet.floors.names import NAMES
+from gpufleet.floors.names import NAMES, FigureName
 from gpufleet.reference.markdown import page, table
 from gpufleet.report.metric_units import RENAMED, base_unit_help
 
@@ -73,7 +73,16 @@ baseline's WORKLOAD/METRIC), and the textfile writes a workload's figure with it
 `figure` label, in the family below and in `gpufleet_workload_figure` (the nccl-tests and
 cluster families are the figure's own). `--figure-margin` and `thresholds --judge` take it or
 an old name; the old names are aliases for one release. The inventory key is the
-`thresholds` entry that sets this floor over the published one and calibration (0: not set)."""
+`thresholds` entry that sets this floor over the published one and calibration (0: not set),
+or, marked "(thresholds.toml)", the key the workload judges the figure against itself (its
+default there, or the inventory's value). "older gpufleet": a figure only older versions wrote,
+named for kept results and baselines."""
+
+
+def _key(entry: FigureName) -> str:
+    if entry.inventory_key:
+        return f"`{entry.inventory_key}`"
+    return f"`{entry.threshold_key}` (thresholds.toml)" if entry.threshold_key else ""
 
 
 def figure_names() -> str:
@@ -82,9 +91,9 @@ def figure_names() -> str:
         [
             f"`{e.name}`",
             e.unit,
-            f"`{e.inventory_key}`" if e.inventory_key else "",
+            _key(e),
             f"`{e.prometheus}` ({e.prometheus_unit})" if e.prometheus else "not written",
-            ", ".join(f"`{a}`" for a in e.aliases),
+            ", ".join(f"`{a}`" for a in e.aliases) + ("; older gpufleet" if e.legacy else ""),
         ]
         for e in sorted(NAMES.values(), key=lambda e: e.name)
     ]

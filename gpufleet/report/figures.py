@@ -32,6 +32,7 @@ KIND_UNITS = {
     "utilization": "%",
     "images_per_s": "images/s",
     "sequences_per_s": "sequences/s",
+    "fraction": "",
 }
 
 
@@ -48,11 +49,13 @@ class Rule:
     # False for a figure that restates another one's measurement (TFLOPS beside fraction of
     # peak): regressions compare each measurement once.
     compared: bool = True
+    floor: str | None = None  # the floor judging it, when not the figure's own dotted name
 
 
 # Per workload; metrics that match no rule (losses, errors, CI bounds) are not headline figures.
-# The threshold keys are those of validation/verdicts/thresholds.toml; a rule without one takes the
-# floor the workload recorded in config["floors"] under the figure's name (gpufleet.floors.derived).
+# A figure's threshold is the floor the workload recorded in config["floors"] under the figure's
+# dotted name (gpufleet.floors.names), else the thresholds.toml key of its rule (older documents,
+# and figures judged against a key: validation/verdicts/thresholds.toml).
 _PRECISION = r"(fp32|tf32|fp16|bf16|amp)"
 RULES: dict[str, tuple[Rule, ...]] = {
     "resnet50": (
@@ -74,6 +77,13 @@ RULES: dict[str, tuple[Rule, ...]] = {
             "scaling_efficiency",
             "all_gpus",
             "mirrored_scaling_efficiency_min",
+        ),
+        Rule(
+            r"scaling_efficiency\.xla",
+            "scaling_efficiency",
+            "all_gpus_xla",
+            check="scaling_efficiency_xla",
+            floor="mirrored.scaling_efficiency",
         ),
         Rule(
             "throughput_ratio",
@@ -115,7 +125,16 @@ RULES: dict[str, tuple[Rule, ...]] = {
             "gemm_{1}_fraction_min",
         ),
     ),
-    "allreduce": (Rule("busbw_gbps_largest", "bandwidth", "largest", "allreduce_busbw_min_gbps"),),
+    "allreduce": (
+        Rule(
+            "busbw_gbps_largest",
+            "bandwidth",
+            "largest",
+            "allreduce_busbw_min_gbps",
+            check="busbw_floor",
+        ),
+        Rule("busbw_fraction_of_nccl_tests", "fraction", "nccl_tests", check="busbw_vs_nccl_tests"),
+    ),
     "input_pipeline": (
         Rule("tuned_slowdown", "slowdown", "tuned", "input_pipeline_max_slowdown", False),
         Rule(
@@ -123,6 +142,15 @@ RULES: dict[str, tuple[Rule, ...]] = {
             "utilization",
             "tuned",
             "input_pipeline_gpu_utilization_min",
+            check="gpu_busy_tuned",
+        ),
+        Rule("device_busy_fraction", "fraction", "tuned", check="tuned_keeps_device_busy"),
+        Rule(
+            "tuned_speedup_vs_naive",
+            "speedup",
+            "tuned_vs_naive",
+            "input_pipeline_tuned_speedup_min",
+            check="tuned_faster_than_naive",
         ),
     ),
 }
@@ -237,13 +265,15 @@ def workload_figures(workload: Mapping[str, Any]) -> list[Figure]:
             match = re.fullmatch(rule.pattern, metric)
             if match is None:
                 continue
-            threshold = None
-            if rule.threshold_key:
+            # The floor the workload judged it against, by the dotted name (gemm records its
+            # legacy gemm_<p>_fraction_min key too, which decides only where no floor exists).
+            dotted = rule.floor or canonical(name, metric) or f"{name}.{metric}"
+            threshold = number(_mapping(floors.get(dotted)).get("value"))
+            if threshold is None and rule.threshold_key:
                 threshold = number(thresholds.get(_fill(rule.threshold_key, match)))
                 threshold = threshold if threshold else None
-            if threshold is None:
-                floor = floors.get(metric if "." in metric else f"{name}.{metric}")
-                threshold = number(_mapping(floor).get("value"))
+            if threshold is None and "." in metric:  # a floor named as the metric itself
+                threshold = number(_mapping(floors.get(metric)).get("value"))
             found.append(
                 Figure(
                     workload=name,

@@ -13,6 +13,7 @@ from typing import Any
 from gpufleet.floors import calibration
 from gpufleet.floors.checks import figures_from
 from gpufleet.floors.derived import Floor, FloorError, canonical_interconnect, floors_for
+from gpufleet.floors.names import dotted
 from gpufleet.inventory import InventoryError, load_hosts
 from gpufleet.text import plain
 from gpufleet.validate import calibfile
@@ -129,7 +130,7 @@ def _speed_metrics(doc: dict[str, Any]) -> dict[str, bool]:
             evidence = check.get("evidence") or {}
             metric = evidence.get("metric")
             if check.get("kind") == "speed" and isinstance(metric, str):
-                name = metric if "." in metric else f"{workload.get('workload')}.{metric}"
+                name = dotted(str(workload.get("workload", "")), metric)  # as figures_from
                 out[name] = bool(evidence.get("invert"))
     return out
 

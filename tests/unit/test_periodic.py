@@ -307,7 +307,8 @@ def test_periodic_runs_gather_their_tier_baseline_then_publish_regressions(
     states = {s.labels["state"]: s.value for s in families["gpufleet_regression_state"]}
     assert states == {"gathering": 0.0, "ok": 0.0, "regressed": 1.0}
     (flag,) = families["gpufleet_figure_regressed"]
-    assert flag.labels == {"figure": "xla/speedup", "key": "xla/speedup"} and flag.value == 1.0
+    # figure: the dotted name of an older gpufleet's XLA figure (gpufleet.floors.names)
+    assert flag.labels == {"figure": "xla.speedup", "key": "xla/speedup"} and flag.value == 1.0
 
 
 def test_the_textfile_shows_a_gathering_baseline(tmp_path: Path, replay: Path) -> None:

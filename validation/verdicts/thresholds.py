@@ -19,6 +19,8 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from gpufleet.floors.names import SETTABLE, threshold_key
+
 if sys.version_info >= (3, 11):
     import tomllib
 else:  # pragma: no cover - Python 3.10 hosts
@@ -134,17 +136,21 @@ def read_table(path: Path = DEFAULT_PATH) -> dict[str, Any]:
 
 
 def _check_overrides(overrides: Mapping[str, Any], known: Mapping[str, Any]) -> dict[str, float]:
+    """The overrides checked; a figure's dotted name (gpufleet.floors.names SETTABLE) is known
+    too, and also sets the thresholds.toml key it stands for (``allreduce.busbw_gbps``)."""
     checked: dict[str, float] = {}
-    unknown = [key for key in overrides if key not in known]  # every one, in one message
-    if unknown:
+    names = [*known, *sorted(SETTABLE)]
+    unknown = [key for key in overrides if key not in known and key not in SETTABLE]
+    if unknown:  # every one, in one message
         named = []
         for key in unknown:
-            close = difflib.get_close_matches(str(key), list(known), n=1)
+            close = difflib.get_close_matches(str(key), names, n=1)
             named.append(f"{key!r}" + (f" (did you mean {close[0]!r}?)" if close else ""))
         word = "threshold" if len(unknown) == 1 else "thresholds"
         raise ThresholdsError(
             f"unknown {word} {', '.join(named)} in the inventory's 'thresholds'. "
-            f"Known thresholds: {', '.join(sorted(known))}"
+            f"Known thresholds: {', '.join(sorted(known))}; or a judged figure's dotted name "
+            "(docs/reference/metrics.md#figure-names), e.g. 'xla.speedup.amp'"
         )
     for key, value in overrides.items():
         if isinstance(value, bool) or not isinstance(value, (int, float)):
@@ -154,6 +160,16 @@ def _check_overrides(overrides: Mapping[str, Any], known: Mapping[str, Any]) -> 
         if value < 0:
             raise ThresholdsError(f"threshold {key!r} must be >= 0 (0 = not asserted); got {value}")
         checked[key] = float(value)
+    for name in [key for key in checked if key in SETTABLE]:
+        own = threshold_key(name)
+        if own is None:
+            continue  # a floor set by its name only (xla.speedup.amp): gpufleet.floors.names
+        if own in checked and checked[own] != checked[name]:
+            raise ThresholdsError(
+                f"thresholds {name!r} = {checked[name]:g} and {own!r} = {checked[own]:g} set "
+                f"one floor: give only {name!r} ({own!r} is its older name)"
+            )
+        checked[own] = checked[name]
     return checked
 
 
