@@ -132,7 +132,7 @@ def _scaling(model: GpuModel, gpu_count: int, interconnect: str) -> list[Floor]:
             if source_gpu in r.gpus and r.gpu_count == 8 and r.figure.startswith("resnet50")
         ]
         pairs = [(r8, r1) for r8, r1 in rows if r1 is not None and r1.value and r8.value]
-        worst = min(r8.value / r1.value for r8, r1 in pairs)  # type: ignore[operator]
+        worst, at = min((r8.value / r1.value, r8) for r8, r1 in pairs)  # type: ignore[operator]
         src = pairs[0][0].source
         note = "" if interconnect != "nvlink" else "; NVLink-bridged hosts: the cube-mesh figure"
         origin = (
@@ -146,8 +146,9 @@ def _scaling(model: GpuModel, gpu_count: int, interconnect: str) -> list[Floor]:
         value = round(worst * SCALING_MARGIN, 2)
         seen = {
             "figure": f"{worst:.3f} (8-GPU over 1-GPU images/s per GPU)",
-            "config": "ResNet-50 v1.5 weak scaling, XLA on, DLE's batch per GPU, 1 vs 8 GPUs, "
-            f"Horovod; {pairs[0][0].measured_on}",
+            "config": f"ResNet-50 v1.5 weak scaling, {at.figure.rsplit('.', 1)[1].upper()} (the "
+            f"table's lowest), XLA on, batch {at.batch_per_gpu}/GPU, 1 vs 8 GPUs, Horovod; "
+            f"{at.measured_on}",
             "source": str(src),
         }
     else:
@@ -194,16 +195,16 @@ def _gemm(model: GpuModel) -> list[Floor]:
         name = f"gemm.fraction_of_peak.{precision}"
         floor = Floor(name, frac, "fraction", origin, per_gpu=True, outlier=OUTLIER_BELOW_MEDIAN)
         out.append(floor.sourced(**seen))
-        out.append(
-            Floor(
-                f"gemm.tflops.{precision}",
-                round(frac * peak, 1),
-                "TFLOP/s",
-                f"{name} x dense peak {peak} ({model.datasheet})",
-                per_gpu=True,
-                outlier=OUTLIER_BELOW_MEDIAN,
-            )
+        # The TFLOP/s floor is the fraction's in the datasheet's units: the same figure.
+        tflops = Floor(
+            f"gemm.tflops.{precision}",
+            round(frac * peak, 1),
+            "TFLOP/s",
+            f"{name} x dense peak {peak} ({model.datasheet})",
+            per_gpu=True,
+            outlier=OUTLIER_BELOW_MEDIAN,
         )
+        out.append(tflops.sourced(**seen))
     return out
 
 
@@ -253,6 +254,15 @@ def _allreduce(model: GpuModel, gpu_count: int, interconnect: str) -> list[Floor
     ]
 
 
+def _link(model: GpuModel, what: str) -> dict[str, str]:
+    """A PCIe floor's figure: the card's host link as its datasheet states it."""
+    return {
+        "figure": what,
+        "config": "the GPU's host link under load (nvidia-smi), not the slot's maximum",
+        "source": model.datasheet or "NVIDIA datasheets (gpufleet/matrix/gpus.py)",
+    }
+
+
 def _host(model: GpuModel) -> list[Floor]:
     out = [
         Floor(
@@ -268,7 +278,7 @@ def _host(model: GpuModel) -> list[Floor]:
             "lanes",
             "published (NVIDIA datasheets: every model in gpus.py has a x16 host link)",
             per_gpu=True,
-        ),
+        ).sourced(**_link(model, "x16")),
     ]
     gen = refs.PCIE_GEN.get(model.name)
     if gen is not None:
@@ -279,7 +289,7 @@ def _host(model: GpuModel) -> list[Floor]:
                 "generation",
                 f"published ({model.datasheet or 'NVIDIA datasheet'}: PCIe Gen{gen} x16)",
                 per_gpu=True,
-            )
+            ).sourced(**_link(model, f"PCIe Gen{gen} x16"))
         )
     return out
 

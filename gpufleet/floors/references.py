@@ -56,10 +56,15 @@ class Reference:
     def configuration(self) -> str:
         """The configuration the figure was measured in: step, precision, XLA, batch, host."""
         step, _, precision = self.figure.rpartition(".")
-        parts = [f"{_STEP_NAMES.get(step, step)} {precision.upper()}"]
-        if self.xla is not None:
+        if step == "nccl_tests":  # no precision: nccl-tests' own data type
+            parts = [f"{_STEP_NAMES[step]} bus bandwidth"]
+        else:
+            parts = [f"{_STEP_NAMES.get(step, step)} {precision.upper()}"]
+        if step not in _TRAINING:
+            parts.append("XLA n/a (no TensorFlow graph)" if step == "nccl_tests" else _GEMM_XLA)
+        elif self.xla is not None:
             parts.append("XLA on" if self.xla else "XLA off")
-        elif step in _STEP_NAMES:
+        else:
             parts.append("XLA not stated by the table")
         if self.batch_per_gpu:
             parts.append(f"batch {self.batch_per_gpu}/GPU")
@@ -75,6 +80,8 @@ _STEP_NAMES = {
     "gemm.fraction_of_peak": "dense GEMM",
     "nccl_tests": "nccl-tests all_reduce_perf",
 }
+_TRAINING = ("resnet50.images_per_s", "bert_large.sequences_per_s")
+_GEMM_XLA = "XLA n/a (one matmul: cuBLAS with or without it)"
 
 
 _RN50_A100 = Source(f"{DLE} {DLE_RN50}", "Training performance: NVIDIA DGX A100 (8x A100 40GB)")
@@ -95,7 +102,15 @@ _BERT_V100 = Source(
     DLE_BERT_COMMIT,
 )
 _TF1 = "TensorFlow 20.06-tf1-py3 NGC container, Horovod, averaged over an ImageNet epoch"
-_BERT = "BERT-Large pre-training (LAMB), sequence 128, TensorFlow 21.02-py3 NGC container"
+# XLA: the tables were made with scripts/run_pretraining_lamb.sh, whose use_xla defaults to true
+# (DLE TensorFlow2/LanguageModeling/BERT scripts/run_pretraining_lamb.sh@5b1dddc6 and
+# run_pretraining_lamb_phase1.sh@8a6ae958: use_xla=${7:-"true"} -> --enable_xla); the rows
+# give batch and accumulation, not the flag. DLE applies LAMB once per 32-2048 accumulated
+# micro-batches, gpufleet once per step (about 1 % of an A100 step at 312 sequences).
+_BERT = (
+    "LAMB with the table's gradient accumulation, XLA by run_pretraining_lamb.sh's default, "
+    "TensorFlow 21.02-py3 NGC container"
+)
 
 _SXM2_32 = "the 32GB SXM2 part has the same chip and clocks"
 _DGX2 = "proxy: DGX-2's V100 SXM3 32GB runs at a higher power limit than SXM2"
@@ -116,7 +131,7 @@ def _rate(
 ) -> Reference:
     """A DLE throughput row: ``total`` over ``count`` GPUs, recorded per GPU."""
     unit = "images/s" if figure.startswith("resnet50") else "sequences/s"
-    xla = True if figure.startswith("resnet50") else None
+    xla = True  # ResNet-50 rows are "+ XLA"; BERT's ran the script's default (see _BERT)
     if count > 1:
         note = f"{total:g} {unit} over {count} GPUs" + (f"; {note}" if note else "")
     return Reference(figure, gpus, count, total / count, unit, src, batch, xla, on, note)

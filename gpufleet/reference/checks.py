@@ -87,6 +87,8 @@ def kind_table(model: str, count: int, interconnect: str) -> str:
         )
         per = " per GPU" if floor.per_gpu else ""
         source = floor.source or floor.origin
+        if floor.source and not floor.origin.startswith("published"):  # derived: say how
+            source = f"{floor.origin}; {floor.source}"
         rows.append([f"`{floor.name}`{per}", value, origin_kind(floor.origin, floor.value), source])
     head = f"### {count}x {model} ({interconnect})"
     return head + "\n\n" + table(["floor", "value", "set by", "source or reason"], rows)

@@ -148,15 +148,17 @@ def adaptive_check(
     *,
     budget: int = 3,
     pairs: int = 12,
+    between_run_sd: float | None = None,
 ) -> Judgement:
     """A speed verdict reached as the suite reaches it: one process, then one more while the
-    verdict is inconclusive, up to ``budget``, every look sharing alpha among ``budget``."""
+    verdict is inconclusive, up to ``budget``, every look sharing alpha among ``budget``;
+    ``between_run_sd`` as the inventory's speed_between_run_sd sets it (None: 5 %)."""
     runs: list[list[tuple[float, float]]] = []
     judged: Judgement | None = None
     while len(runs) < budget and (judged is None or judged.status == INCONCLUSIVE):
         clock = model.clock(rng, true_ratio)
         runs.append(compare_ab(run_a, run_b, threshold=threshold, pairs=pairs, clock=clock).pairs)
-        judged = judge_runs(runs, threshold, looks=budget)
+        judged = judge_runs(runs, threshold, looks=budget, between_run_sd=between_run_sd)
     assert judged is not None
     return judged
 
@@ -189,12 +191,15 @@ def adaptive_figure_check(
     *,
     budget: int = 3,
     blocks: int = 3,
+    between_run_sd: float | None = None,
 ) -> Judgement:
     """A throughput verdict (judge_sample_runs) with processes added while inconclusive."""
     runs: list[list[float]] = []
     judged: Judgement | None = None
     while len(runs) < budget and (judged is None or judged.status == INCONCLUSIVE):
         runs.append(figure_samples(model, level, rng, blocks))
-        judged = judge_sample_runs(runs, floor, what="images/s", looks=budget)
+        judged = judge_sample_runs(
+            runs, floor, what="images/s", looks=budget, between_run_sd=between_run_sd
+        )
     assert judged is not None
     return judged

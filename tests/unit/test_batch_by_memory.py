@@ -8,6 +8,9 @@ import pytest
 
 from gpufleet.floors.derived import floors_for
 from validation.workloads._batch import (
+    ACTIVATION_MIB,
+    BERT_XLA_FIT,
+    STATE_MIB,
     USABLE,
     batch_for,
     figure_mismatch,
@@ -15,6 +18,7 @@ from validation.workloads._batch import (
     gpu_memory_mib,
     needed_mib,
 )
+from validation.workloads._refsteps import BERT_LARGE, bert_parameters
 from validation.workloads._run import Run
 from validation.workloads._throughput import judge_throughput
 from validation.workloads.mixed_precision import arms
@@ -54,7 +58,46 @@ def test_the_figure_s_batch_is_kept_where_it_fits() -> None:
 
 def test_unknown_memory_or_model_keeps_the_preferred_batch() -> None:
     assert fitting_batch("resnet50", "amp", 256, None, xla=False) == 256
-    assert fitting_batch("bert_large", "amp", 48, V100_MIB, xla=False) == 48  # no estimate
+    assert fitting_batch("resnet50", "amp", 256, 0.0, xla=False) == 256
+
+
+@pytest.mark.parametrize("memory", [V100_MIB, T4_MIB])
+def test_bert_large_on_16_gb_parts_halves_its_batch(memory: float) -> None:
+    # Review 2 §2.1: "AMP 48 at 16 GB: OOM risk". The old code had no BERT estimate and kept
+    # 48 AMP / 24 float on every GPU.
+    assert fitting_batch("bert_large", "amp", 48, memory, xla=True) == 24
+    assert fitting_batch("bert_large", "fp32", 24, memory, xla=True) == 12
+    assert fitting_batch("bert_large", "amp", 48, 23034.0, xla=True) == 48  # an L4 keeps it
+
+
+@pytest.mark.parametrize(
+    ("model", "memory", "precision", "batch"),
+    [
+        (A100, 81920.0, "amp", 312),  # DLE's BERT rows, each at its own batch, with XLA
+        (A100, 81920.0, "tf32", 176),
+        ("Tesla V100-SXM2-32GB", 32510.0, "amp", 60),
+        ("Tesla V100-SXM2-32GB", 32510.0, "fp32", 32),
+    ],
+)
+def test_dle_s_own_bert_runs_fit_so_their_floors_apply(
+    model: str, memory: float, precision: str, batch: int
+) -> None:
+    assert fitting_batch("bert_large", precision, batch, memory, xla=True) == batch
+    assert figure_mismatch(model, "bert_large", precision, batch) is None
+
+
+def test_the_bert_estimate_holds_the_traced_state_and_xla_no_more_than_the_trace() -> None:
+    for kind in ("fp32", "amp"):
+        assert (
+            ACTIVATION_MIB[("bert_large", kind, True)]
+            <= ACTIVATION_MIB[("bert_large", kind, False)]
+        )
+        memory, batch = BERT_XLA_FIT[kind]
+        need = needed_mib("bert_large", kind, batch, xla=True)
+        assert need is not None and need <= USABLE * memory
+    # weights, gradients and LAMB's two slots of the 366 M parameters the model builds
+    assert STATE_MIB["bert_large"] == pytest.approx(4 * 4 * bert_parameters(BERT_LARGE) / 2**20)
+    assert 5500 < STATE_MIB["bert_large"] < 5700
 
 
 def test_a_tiny_gpu_stops_at_the_smallest_batch() -> None:

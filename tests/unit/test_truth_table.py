@@ -71,6 +71,18 @@ def test_every_set_floor_has_a_sourced_healthy_figure(name: str) -> None:
         assert tt.source(figure)
 
 
+@pytest.mark.parametrize("name", NAMES)
+def test_floors_the_suite_skips_at_this_memory_are_the_ones_the_table_names(name: str) -> None:
+    # A floor the table holds must be one the suite applies at the batch that fits the GPU;
+    # where memory makes the batch smaller than the published figure's, the table says so.
+    skipped = {
+        (name, f)
+        for f, floor in tt.floors(name).items()
+        if floor.value is not None and tt.suite_batch_skip(name, f)
+    }
+    assert skipped == {k for k in tt.NOT_AT_BATCH if k[0] == name}
+
+
 # --- healthy hosts pass ----------------------------------------------------------------------
 
 

@@ -7,7 +7,8 @@ default) batch when the estimate fits, else halved until it does. A figure measu
 batch is then not the same measurement: its floor is not applied (``figure_mismatch``) and the
 figure is reported only.
 
-Example: ``fitting_batch("resnet50", "amp", 256, 16160, xla=False)`` -> 128.
+Example: ``fitting_batch("resnet50", "amp", 256, 16160, xla=False)`` -> 128; BERT-Large AMP
+with XLA on the same 16 GB: ``fitting_batch("bert_large", "amp", 48, 16160, xla=True)`` -> 24.
 """
 
 from __future__ import annotations
@@ -16,22 +17,42 @@ import math
 
 from gpufleet.floors import references as refs
 from gpufleet.matrix.gpus import GPUS
-from validation.workloads._refsteps import FIGURES, batch_per_gpu
+from validation.workloads._refsteps import BERT_LARGE, FIGURES, batch_per_gpu, bert_parameters
 from validation.workloads._run import Run
 
 # MiB kept for backward per sample, from review 2 §2.2's static trace of the Keras 3 ResNet-50
 # step without XLA: 21.7 GB at batch 256 (FP32/TF32) and 16.5 GB (AMP, BF16 alike). With XLA the
 # float32 batch-norm casts are fused away: DLE ran 256/GPU AMP with XLA on a 16 GB V100, so at
 # most (16 GiB - the reserve) / 256 per sample; the float figure is kept as an upper bound.
+# BERT-Large (sequence 128, 20 predictions): benchmarks/saved_activations.py's trace of the
+# XLA-off step on TF 2.21 CPU, 346.2 MiB per sequence float and 226.3 AMP, plus 384 / 578 MiB
+# fixed per step (AMP's float16 copies of the weights). With XLA: at most the XLA-off figure,
+# and at most what DLE's own XLA run left per sequence (BERT_XLA_FIT below): AMP 211, float
+# 346.2. Estimates, unverified on a GPU (review 2 §7): the probe measures ResNet-50's peak,
+# ``python -m validation.workloads._probe_peak --step bert_large --xla`` BERT-Large's.
 ACTIVATION_MIB: dict[tuple[str, str, bool], float] = {
     ("resnet50", "fp32", False): 21.7e9 / 256 / 2**20,
     ("resnet50", "amp", False): 16.5e9 / 256 / 2**20,
     ("resnet50", "fp32", True): 21.7e9 / 256 / 2**20,
     ("resnet50", "amp", True): 48.0,
+    ("bert_large", "fp32", False): 346.2,
+    ("bert_large", "amp", False): 226.3,
+    ("bert_large", "fp32", True): 346.2,
+    ("bert_large", "amp", True): 211.0,
+}
+FIXED_MIB: dict[tuple[str, str], float] = {
+    ("bert_large", "fp32"): 384.0,
+    ("bert_large", "amp"): 578.0,
 }
 # Weights, gradients, optimizer slots, cuDNN workspace and the CUDA context (ResNet-50 has
 # 25.6 M parameters: well under 1 GiB of state), and a 10 % margin for the allocator's pieces.
 RESERVE_MIB = 1536.0
+# State beyond the reserve: BERT-Large's 366 M float32 weights, their gradients and LAMB's two
+# slots (4 x 4 bytes per parameter, validation.workloads._refsteps.bert_parameters).
+STATE_MIB = {"resnet50": 0.0, "bert_large": 4 * 4 * bert_parameters(BERT_LARGE) / 2**20}
+# DLE's BERT TF2 runs (references.py, DGX A100 80GB, XLA on: scripts/run_pretraining_lamb.sh's
+# default) fit 312 sequences AMP and 176 TF32 per 80 GB GPU; the XLA rows above fit them.
+BERT_XLA_FIT = {"amp": (81920.0, 312), "fp32": (81920.0, 176)}
 USABLE = 0.9
 SMALLEST = 8
 
@@ -42,8 +63,12 @@ def _kind(precision: str) -> str:
 
 def needed_mib(step: str, precision: str, batch: int, *, xla: bool) -> float | None:
     """Estimated device memory of one training step at ``batch``; None: no estimate."""
-    per_sample = ACTIVATION_MIB.get((step, _kind(precision), xla))
-    return None if per_sample is None else RESERVE_MIB + batch * per_sample
+    kind = _kind(precision)
+    per_sample = ACTIVATION_MIB.get((step, kind, xla))
+    if per_sample is None:
+        return None
+    fixed = RESERVE_MIB + STATE_MIB.get(step, 0.0) + FIXED_MIB.get((step, kind), 0.0)
+    return fixed + batch * per_sample
 
 
 def fitting_batch(
