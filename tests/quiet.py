@@ -19,7 +19,8 @@ from __future__ import annotations
 import fcntl
 import os
 import tempfile
-from collections.abc import Iterator
+import time
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -28,6 +29,46 @@ def lock_dir() -> Path:
     """/run/lock where there is one (every user may lock there), else the temp folder."""
     run_lock = Path("/run/lock")
     return run_lock if os.access(run_lock, os.W_OK | os.X_OK) else Path(tempfile.gettempdir())
+
+
+# A bound on a hang, never a wait that decides anything: the longest sandbox-free test takes
+# about a minute and a measuring test a few; a holder past this is stuck, and says so.
+WAIT_S = 1200
+# Called once with "shared" or "exclusive" when a take has to wait (tests/unit/test_quiet_lock.py
+# watches for it); None: nothing is said.
+ON_WAIT: Callable[[str], None] | None = None
+
+
+def _take(fd: int, mode: int, what: str) -> None:
+    """flock ``fd`` in ``mode``, polled, so a lock held by a stuck process fails the test that
+    waits (naming the holders) instead of hanging the tier."""
+    deadline = time.monotonic() + WAIT_S
+    pause = 0.001
+    while True:
+        try:
+            fcntl.flock(fd, mode | fcntl.LOCK_NB)
+            return
+        except BlockingIOError:
+            if ON_WAIT is not None and pause == 0.001:
+                ON_WAIT(what)
+            if time.monotonic() > deadline:
+                raise TimeoutError(
+                    f"tests/quiet.py: no {what} lock after {WAIT_S} s; held by {_holders(fd)}: "
+                    "a test that holds it is stuck (kill it, or look at it with py-spy dump)"
+                ) from None
+            time.sleep(pause)
+            pause = min(pause * 2, 0.05)
+
+
+def _holders(fd: int) -> str:
+    """The PIDs /proc/locks names for the lock file behind ``fd``."""
+    inode = os.fstat(fd).st_ino
+    pids = set()
+    for line in Path("/proc/locks").read_text().splitlines():
+        fields = line.split()
+        if "->" not in fields and len(fields) > 5 and fields[5].endswith(f":{inode}"):
+            pids.add(fields[4])
+    return "pid " + ", ".join(sorted(pids)) if pids else "no process /proc/locks names"
 
 
 def _open(name: str) -> int:
@@ -42,8 +83,8 @@ def shared() -> Iterator[None]:
     """Held by every sandbox-free test: waits while a measuring test runs or waits to."""
     gate, main = _open("gate"), _open("quiet")
     try:
-        fcntl.flock(gate, fcntl.LOCK_SH)
-        fcntl.flock(main, fcntl.LOCK_SH)
+        _take(gate, fcntl.LOCK_SH, "shared")
+        _take(main, fcntl.LOCK_SH, "shared")
         fcntl.flock(gate, fcntl.LOCK_UN)
         yield
     finally:
@@ -56,8 +97,8 @@ def exclusive() -> Iterator[None]:
     """Held by a measuring test: no sandbox-free test runs on this machine meanwhile."""
     gate, main = _open("gate"), _open("quiet")
     try:
-        fcntl.flock(gate, fcntl.LOCK_EX)
-        fcntl.flock(main, fcntl.LOCK_EX)
+        _take(gate, fcntl.LOCK_EX, "exclusive")
+        _take(main, fcntl.LOCK_EX, "exclusive")
         yield
     finally:
         os.close(main)
