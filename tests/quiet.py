@@ -21,7 +21,7 @@ import os
 import tempfile
 import time
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
 
 
@@ -78,27 +78,24 @@ def _open(name: str) -> int:
     return os.open(path, os.O_RDONLY | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
 
 
-@contextmanager
-def shared() -> Iterator[None]:
+def shared() -> AbstractContextManager[None]:
     """Held by every sandbox-free test: waits while a measuring test runs or waits to."""
-    gate, main = _open("gate"), _open("quiet")
-    try:
-        _take(gate, fcntl.LOCK_SH, "shared")
-        _take(main, fcntl.LOCK_SH, "shared")
-        fcntl.flock(gate, fcntl.LOCK_UN)
-        yield
-    finally:
-        os.close(main)
-        os.close(gate)
+    return _hold(fcntl.LOCK_SH, "shared")
+
+
+def exclusive() -> AbstractContextManager[None]:
+    """Held by a measuring test: no sandbox-free test runs on this machine meanwhile."""
+    return _hold(fcntl.LOCK_EX, "exclusive")
 
 
 @contextmanager
-def exclusive() -> Iterator[None]:
-    """Held by a measuring test: no sandbox-free test runs on this machine meanwhile."""
+def _hold(mode: int, what: str) -> Iterator[None]:
     gate, main = _open("gate"), _open("quiet")
     try:
-        _take(gate, fcntl.LOCK_EX, "exclusive")
-        _take(main, fcntl.LOCK_EX, "exclusive")
+        _take(gate, mode, what)
+        _take(main, mode, what)
+        if mode == fcntl.LOCK_SH:  # through the turnstile: the next taker may pass the gate
+            fcntl.flock(gate, fcntl.LOCK_UN)
         yield
     finally:
         os.close(main)
