@@ -81,6 +81,17 @@ def derived_floor(fig: FigureRuns, margin: float) -> float:
     return cal.median * margin if fig.bound == "min" else cal.median / margin
 
 
+def _sd_line(values: Sequence[float]) -> str:
+    """The figure's between_run_sd line (the verdicts' spread), or a comment saying why none."""
+    sd = calibration.between_run_sd(values)
+    if sd is None:
+        return (
+            f"# between_run_sd: none ({len(values)} run; {calibration.MIN_RUNS_FOR_SD} or more "
+            "needed): the verdicts assume 5 %"
+        )
+    return f"between_run_sd = {round(sd, 5)}"
+
+
 def render(
     kind: tuple[str, int, str],
     *,
@@ -128,6 +139,7 @@ def render(
             f"# replaces: {was}"[:300],
             f"values = [{', '.join(repr(float(v)) for v in fig.values)}]",
             f"spread = {round(cal.spread, 4)}",
+            _sd_line(fig.values),
             f"unit = {_toml(fig.unit)}",
             f"bound = {_toml(fig.bound)}",
         ]
