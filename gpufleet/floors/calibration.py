@@ -56,6 +56,8 @@ SCHEMA = 1
 CPU_MODEL, CPU_COUNT, CPU_INTERCONNECT = "cpu", 0, "none"
 _TOP_KEYS = {"schema", "gpu_model", "gpu_count", "interconnect", "host", "date", "margin"}
 _TOP_KEYS |= {"figures", "path"}  # path: where the runner read it (the workloads' origin text)
+# spreads_only: the runner's mark for the quick tier (gpufleet.validate.calibfile)
+_TOP_KEYS |= {"spreads_only"}
 _FIGURE_KEYS = {"values", "margin", "spread", "unit", "bound", "between_run_sd"}
 # Runs needed before calibration records a figure's spread between runs (between_run_sd).
 MIN_RUNS_FOR_SD = 2
@@ -187,7 +189,7 @@ def parse(data: dict[str, Any], path: str = "<calibration>") -> Calibration:
     if unknown:
         raise FloorError(
             f"{path}: unknown key(s) {', '.join(unknown)}; a calibration file holds "
-            f"{', '.join(sorted(_TOP_KEYS - {'path'}))}"
+            f"{', '.join(sorted(_TOP_KEYS - {'path', 'spreads_only'}))}"
         )
     model, count, interconnect = _kind(
         str(data["gpu_model"]), data["gpu_count"], data["interconnect"], path
@@ -285,7 +287,11 @@ def apply(
         where = cal.host or "this kind of host"
         config = f"{floor.config or 'the workload as it runs'}, on {where}"
         calibrated = replace(
-            floor, value=round(value, 3), origin=origin, between_run_sd=fig.between_run_sd
+            floor,
+            value=round(value, 3),
+            origin=origin,
+            between_run_sd=fig.between_run_sd,
+            spread_source=f"calibration {cal.path}" if fig.between_run_sd is not None else "",
         )
         out.append(calibrated.sourced(figure, config, f"calibration {cal.path}"))
     return out

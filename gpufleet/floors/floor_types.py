@@ -21,6 +21,7 @@ class Floor:
     it is printed; empty where the floor is gpufleet's choice (``origin`` says why).
     ``between_run_sd``: the spread between processes calibration measured for the figure (sd
     of its log between runs); the verdicts use it in place of the assumed 5 %. None: not known.
+    ``spread_source``: where it was measured (``calibration FILE``).
     """
 
     name: str
@@ -34,6 +35,7 @@ class Floor:
     config: str = ""
     source: str = ""
     between_run_sd: float | None = None
+    spread_source: str = ""
 
     def sourced(self, figure: str = "", config: str = "", source: str = "") -> Floor:
         """This floor with the figure, configuration and source it rests on."""

@@ -87,21 +87,48 @@ def test_a_bad_between_run_sd_is_refused_with_the_fix(
         calibration.parse(data, "cal.toml")
 
 
-def test_the_workloads_floor_carries_the_calibrated_spread() -> None:
-    run = Run(workload="resnet50", args=argparse.Namespace(quick=False))
-    run.gpus = [f"/device:GPU:{i}" for i in range(8)]
-    run.gpu_model = A100
+def _gpu_run(quick: bool, gpus: int = 8) -> Run:
+    run = Run(workload="resnet50", args=argparse.Namespace(quick=quick))
+    run.gpus = [f"/device:GPU:{i}" for i in range(gpus)]
+    run.gpu_model = A100 if gpus else None
     run.config["topology"] = {"name": "nvswitch", "reason": "from the test"}
-    doc = {
+    return run
+
+
+def _doc(**extra: object) -> dict:
+    return {
         "schema": 1,
         "gpu_model": A100,
         "gpu_count": 8,
         "interconnect": "nvswitch",
         "host": "gpu01",
         "figures": {RESNET: {"values": [2000.0, 2040.0, 2080.0], "between_run_sd": 0.02}},
+        **extra,
     }
-    load_floors(run, read_calibration(json.dumps(doc)))
+
+
+def test_the_workloads_floor_carries_the_calibrated_spread() -> None:
+    run = _gpu_run(quick=False)
+    load_floors(run, read_calibration(json.dumps(_doc())))
     assert run.spread_for(RESNET) == (0.02, "calibration --calibration")
+    assert run.floors[RESNET].value == pytest.approx(2040.0 * 0.9)
+
+
+def test_the_quick_tier_takes_the_spreads_but_keeps_the_published_floors() -> None:
+    run = _gpu_run(quick=True)
+    load_floors(run, _doc(spreads_only=True, path="cal/a100.toml"))
+    assert run.spread_for(RESNET) == (0.02, "calibration cal/a100.toml")
+    assert run.floors[RESNET].value == pytest.approx(1900.0)  # the published floor
+    assert run.floors[RESNET].origin.startswith("published")
+
+
+def test_a_gpu_less_quick_tier_takes_no_floors_from_a_calibration() -> None:
+    run = _gpu_run(quick=True, gpus=0)
+    cpu = {"gpu_model": "cpu", "gpu_count": 0, "interconnect": "none"}
+    load_floors(
+        run, _doc(spreads_only=True, **cpu) | {"figures": {"xla.speedup": {"values": [1.2]}}}
+    )
+    assert run.floors == {}
 
 
 def _speedup_run(
@@ -116,7 +143,11 @@ def _speedup_run(
     monkeypatch.setattr(_run, "compare_ab", fake_compare)
     run = Run(workload="xla", args=argparse.Namespace(quick=True))
     name = dotted("xla", "speedup")
-    run.floors = {name: Floor(name, floor, "x", "calibration", between_run_sd=sd, source="c.toml")}
+    run.floors = {
+        name: Floor(
+            name, floor, "x", "calibration", between_run_sd=sd, spread_source="calibration c.toml"
+        )
+    }
     return run, name
 
 

@@ -97,8 +97,7 @@ class Run:
         floor = self.floors.get(dotted(self.workload, metric)) if metric else None
         sd = getattr(floor, "between_run_sd", None)
         if sd is not None:
-            where = str(getattr(floor, "source", "") or "calibration")
-            return float(sd), where if where.startswith("calibration") else f"calibration {where}"
+            return float(sd), str(getattr(floor, "spread_source", "") or "calibration")
         if self.between_run_sd is not None:
             return self.between_run_sd, "inventory speed_between_run_sd"
         return None, "default"
