@@ -20,6 +20,7 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any
 
+from gpufleet.compat import zip_strict
 from gpufleet.floors import calibration as cal
 from gpufleet.floors.datasheets import below_expected
 from gpufleet.floors.derived import Floor, FloorError, floors_for
@@ -86,7 +87,7 @@ def load_floors(run: Run, calibration: dict[str, Any] | None) -> None:
             floors = (
                 [
                     replace(f, between_run_sd=a.between_run_sd, spread_source=a.spread_source)
-                    for f, a in zip(floors, applied, strict=True)
+                    for f, a in zip_strict(floors, applied)
                 ]
                 if spreads_only
                 else applied
