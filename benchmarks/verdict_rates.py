@@ -17,7 +17,8 @@ warm-up, ABBA pairs), then one more while the verdict is inconclusive, up to the
 budget (validation.verdicts.tiers.PROCESSES; alpha shared among the looks). Throughput figures the
 same way through judge_sample_runs. Regressions: regression_verdict on a log-normal figure with
 run-to-run CV 3/4/5 %, as before. ``--between-sd`` judges with a known between-process spread
-(the inventory's speed_between_run_sd, e.g. measured at calibration) instead of the assumed
+(a calibration file's per-figure ``between_run_sd``, else the inventory's speed_between_run_sd:
+validation.workloads._run.Run.spread_for) instead of the assumed
 5 %: with one process (the quick tier) no rule meets both goals on a host whose processes
 really spread by 5 % (a pass bar low enough for 95 % at 1.10x passes 1/1.1 too often).
 """

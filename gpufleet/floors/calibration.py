@@ -15,7 +15,10 @@ Format (TOML, ``schema = 1``), one file per GPU model, GPU count and interconnec
     # margin = 0.85                       # optional, this figure only
 
 A "min" floor becomes margin x the median of ``values``; a "max" floor (e.g. a spread)
-becomes the median / margin. The spread recorded is (max - min) / median.
+becomes the median / margin. The spread recorded is (max - min) / median. With 2 runs or
+more, ``between_run_sd`` records the spread between runs the verdicts use for the figure (the
+sample sd of the log of ``values``, about the relative sd); without it (1 run, an older file)
+the verdicts assume 5 %.
 
 A GPU-less host (the sandbox) is calibrated as its own kind, ``gpu_model = "cpu"``,
 ``gpu_count = 0``, ``interconnect = "none"``: its figures are CPU timings, which no GPU host's
@@ -29,6 +32,7 @@ dotted name (``gemm.fraction_of_peak.fp16``) for one release.
 from __future__ import annotations
 
 import difflib
+import math
 import statistics
 import sys
 from collections.abc import Sequence
@@ -52,7 +56,24 @@ SCHEMA = 1
 CPU_MODEL, CPU_COUNT, CPU_INTERCONNECT = "cpu", 0, "none"
 _TOP_KEYS = {"schema", "gpu_model", "gpu_count", "interconnect", "host", "date", "margin"}
 _TOP_KEYS |= {"figures", "path"}  # path: where the runner read it (the workloads' origin text)
-_FIGURE_KEYS = {"values", "margin", "spread", "unit", "bound"}
+# spreads_only: the runner's mark for the quick tier (gpufleet.validate.calibfile)
+_TOP_KEYS |= {"spreads_only"}
+_FIGURE_KEYS = {"values", "margin", "spread", "unit", "bound", "between_run_sd"}
+# Runs needed before calibration records a figure's spread between runs (between_run_sd).
+MIN_RUNS_FOR_SD = 2
+
+
+def between_run_sd(values: Sequence[float]) -> float | None:
+    """The spread between runs of a figure: the sample sd of log(values), about the relative
+    sd; None with fewer than MIN_RUNS_FOR_SD values or a value that is not > 0.
+
+    Example:
+        >>> round(between_run_sd([98.0, 100.0, 102.0]), 4)
+        0.02
+    """
+    if len(values) < MIN_RUNS_FOR_SD or any(not v > 0 for v in values):
+        return None
+    return float(statistics.stdev(math.log(v) for v in values))
 
 
 @dataclass(frozen=True)
@@ -65,6 +86,7 @@ class CalibratedFigure:
     unit: str = ""
     bound: str = "min"
     given: str = ""  # the name the file gave, where an old one (gpufleet.floors.names aliases)
+    between_run_sd: float | None = None  # the file's between_run_sd: None where it has none
 
     @property
     def median(self) -> float:
@@ -125,7 +147,21 @@ def _figure(name: str, raw: object, margin: float, where: str) -> CalibratedFigu
     ):
         raise FloorError(f"{where}: figures.{name!r}.values must be a non-empty list of numbers")
     own = _margin(raw["margin"], f"{where}: figures.{name!r}") if "margin" in raw else margin
-    return CalibratedFigure(name, tuple(float(v) for v in values), own, unit, bound)
+    sd = raw.get("between_run_sd")
+    if sd is not None and (
+        isinstance(sd, bool) or not isinstance(sd, (int, float)) or not 0 <= sd < math.inf
+    ):
+        raise FloorError(
+            f"{where}: figures.{name!r}.between_run_sd must be a finite number >= 0 (the sd of "
+            f"log(values) between runs), got {sd!r}; delete it to assume 5 %"
+        )
+    if sd is not None and len(values) < MIN_RUNS_FOR_SD:
+        raise FloorError(
+            f"{where}: figures.{name!r} gives between_run_sd from {len(values)} run; a spread "
+            f"needs {MIN_RUNS_FOR_SD} runs or more: delete it or add runs"
+        )
+    figure = CalibratedFigure(name, tuple(float(v) for v in values), own, unit, bound)
+    return replace(figure, between_run_sd=None if sd is None else float(sd))
 
 
 def _kind(gpu_model: str, gpu_count: object, interconnect: object, where: str) -> tuple:
@@ -153,7 +189,7 @@ def parse(data: dict[str, Any], path: str = "<calibration>") -> Calibration:
     if unknown:
         raise FloorError(
             f"{path}: unknown key(s) {', '.join(unknown)}; a calibration file holds "
-            f"{', '.join(sorted(_TOP_KEYS - {'path'}))}"
+            f"{', '.join(sorted(_TOP_KEYS - {'path', 'spreads_only'}))}"
         )
     model, count, interconnect = _kind(
         str(data["gpu_model"]), data["gpu_count"], data["interconnect"], path
@@ -250,6 +286,12 @@ def apply(
         figure = f"median {fig.median:g} {floor.unit} of {len(fig.values)} runs"
         where = cal.host or "this kind of host"
         config = f"{floor.config or 'the workload as it runs'}, on {where}"
-        calibrated = replace(floor, value=round(value, 3), origin=origin)
+        calibrated = replace(
+            floor,
+            value=round(value, 3),
+            origin=origin,
+            between_run_sd=fig.between_run_sd,
+            spread_source=f"calibration {cal.path}" if fig.between_run_sd is not None else "",
+        )
         out.append(calibrated.sourced(figure, config, f"calibration {cal.path}"))
     return out

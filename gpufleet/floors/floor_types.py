@@ -19,6 +19,9 @@ class Floor:
     ``figure``, ``config`` and ``source``: the measured figure the value rests on, the
     configuration it was measured in (model, XLA, precision, batch, input pipeline) and where
     it is printed; empty where the floor is gpufleet's choice (``origin`` says why).
+    ``between_run_sd``: the spread between processes calibration measured for the figure (sd
+    of its log between runs); the verdicts use it in place of the assumed 5 %. None: not known.
+    ``spread_source``: where it was measured (``calibration FILE``).
     """
 
     name: str
@@ -31,6 +34,8 @@ class Floor:
     figure: str = ""
     config: str = ""
     source: str = ""
+    between_run_sd: float | None = None
+    spread_source: str = ""
 
     def sourced(self, figure: str = "", config: str = "", source: str = "") -> Floor:
         """This floor with the figure, configuration and source it rests on."""

@@ -13,6 +13,9 @@ from gpufleet.floors.checks import Verdict, figures_from, judge
 from gpufleet.floors.derived import Floor, FloorError, floors_for
 from gpufleet.floors.host import HostKind
 from gpufleet.floors.names import apply_overrides, set_by
+from gpufleet.floors.nccl import GIB, find_floor
+
+NCCL_FIGURE = "vendor_diagnostics.nccl_allreduce.busbw_gbps"
 
 
 def host_floors(args: argparse.Namespace) -> list[Floor]:
@@ -43,6 +46,37 @@ def _print_floors(floors: list[Floor]) -> None:
         print(f"    figure: {f.figure or '(none: gpufleet choice or calibration)'}")
         print(f"    configuration: {f.config or '(not a measured figure)'}")
         print(f"    source: {f.source or _source_of(f)}")
+
+
+def nccl_floors(gpu_model: str, gpu_count: int, interconnect: str) -> list[Floor]:
+    """The nccl-tests all-reduce floor this kind faces (gpufleet/floors/nccl.py, judged by
+    vendor_diagnostics::nccl_allreduce) as a Floor with its figure, configuration and source;
+    empty where there is none. An 8-GPU ``nvswitch`` board is nccl.py's ``nvlink``."""
+    link = "nvlink" if interconnect == "nvswitch" else interconnect
+    found = find_floor(gpu_model, gpu_count, link)
+    if found is None:
+        return []
+    at = found.measured_at
+    size = f"{at / GIB:g} GiB" if at >= GIB else f"{at / (1 << 20):g} MiB"
+    which = "at the largest message size" if found.metric == "largest" else "best of any size"
+    origin = "published" if found.enforced else "published, advisory (a figure below it warns)"
+    note = f"; {found.note}" if found.note else ""
+    floor = Floor(NCCL_FIGURE, round(found.busbw_gbps, 3), "GB/s", origin + note)
+    return [
+        floor.sourced(
+            figure=f"all_reduce_perf bus bandwidth {which}",
+            config=f"nccl-tests all_reduce_perf, {gpu_count} GPUs ({link}), sizes up to {size}",
+            source=found.source,
+        )
+    ]
+
+
+def _print_nccl(gpu_model: str, gpu_count: int, interconnect: str) -> None:
+    print("nccl-tests floor (gpufleet/floors/nccl.py, vendor_diagnostics::nccl_allreduce):")
+    found = nccl_floors(gpu_model, gpu_count, interconnect)
+    if not found:
+        print("    (none for this kind of host: the bus bandwidth is reported, not judged)")
+    _print_floors(found)
 
 
 def _source_of(floor: Floor) -> str:
@@ -83,6 +117,10 @@ def _print_host(kind: HostKind, floors: list[Floor], as_json: bool) -> int:
             "sources": kind.sources,
             "calibration_file": kind.calibration,
             "floors": [dataclasses.asdict(f) for f in floors],
+            "nccl_tests_floors": [
+                dataclasses.asdict(f)
+                for f in nccl_floors(kind.gpu_model, kind.gpu_count, kind.interconnect)
+            ],
             "thresholds": [{"name": n, "value": v, "source": s} for n, v, s in suite],
         }
         print(json.dumps(document, indent=2))
@@ -90,6 +128,7 @@ def _print_host(kind: HostKind, floors: list[Floor], as_json: bool) -> int:
     print("\n".join(describe(kind)))
     print("floors (gpufleet/floors/derived.py, the calibration file applied):")
     _print_floors(floors)
+    _print_nccl(kind.gpu_model, kind.gpu_count, kind.interconnect)
     print(
         "validation thresholds (validation/verdicts/thresholds.toml, "
         "then the inventory's thresholds):"
@@ -125,6 +164,7 @@ def run(args: argparse.Namespace) -> int:
             print(json.dumps([dataclasses.asdict(f) for f in floors], indent=2))
         else:
             _print_floors(floors)
+            _print_nccl(args.gpu_model, args.gpu_count, args.interconnect)
         return 0
     if args.json:
         print(json.dumps([dataclasses.asdict(v) for v in verdicts], indent=2))

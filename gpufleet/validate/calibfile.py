@@ -18,13 +18,15 @@ CALIBRATED_TIER = "full"
 
 
 def calibration_for(spec: Any, tier: str) -> dict[str, Any] | None:
-    """The calibration document the workloads get as ``--calibration`` (None: no file, or the
-    quick tier); SpecError when the file is missing, unreadable, malformed or for another
-    kind of host than the inventory declares (a CPU file for a GPU host, or the reverse)."""
+    """The calibration document the workloads get as ``--calibration`` (None: no file); in
+    the quick tier marked ``spreads_only``: its figures' between_run_sd judge the quick tier's
+    single process, its floors do not apply. SpecError when the file is missing, unreadable,
+    malformed or for another kind of host than the inventory declares (a CPU file for a GPU
+    host, or the reverse)."""
     from gpufleet.spec import SpecError
 
     path = spec.calibration_file
-    if not path or tier != CALIBRATED_TIER:
+    if not path:
         return None
     try:
         data = calibration.read_data(path)
@@ -50,7 +52,7 @@ def calibration_for(spec: Any, tier: str) -> dict[str, Any] | None:
             f"calibration_file {path} calibrates {cal.describe()}, but this host declares "
             f"gpu_count = {spec.gpu_count}. Fix: use a file written on a host of this kind."
         )
-    return data
+    return data if tier == CALIBRATED_TIER else data | {"spreads_only": True}
 
 
 @dataclass(frozen=True)
@@ -79,6 +81,17 @@ def derived_floor(fig: FigureRuns, margin: float) -> float:
     """The floor calibration.apply will derive from these runs."""
     cal = calibration.CalibratedFigure(fig.name, fig.values, margin, fig.unit, fig.bound)
     return cal.median * margin if fig.bound == "min" else cal.median / margin
+
+
+def _sd_line(values: Sequence[float]) -> str:
+    """The figure's between_run_sd line (the verdicts' spread), or a comment saying why none."""
+    sd = calibration.between_run_sd(values)
+    if sd is None:
+        return (
+            f"# between_run_sd: none ({len(values)} run; {calibration.MIN_RUNS_FOR_SD} or more "
+            "needed): the verdicts assume 5 %"
+        )
+    return f"between_run_sd = {round(sd, 5)}"
 
 
 def render(
@@ -128,6 +141,7 @@ def render(
             f"# replaces: {was}"[:300],
             f"values = [{', '.join(repr(float(v)) for v in fig.values)}]",
             f"spread = {round(cal.spread, 4)}",
+            _sd_line(fig.values),
             f"unit = {_toml(fig.unit)}",
             f"bound = {_toml(fig.bound)}",
         ]

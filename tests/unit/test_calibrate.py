@@ -221,12 +221,17 @@ def _write_cpu_file(tmp_path: Path) -> Path:
     return path
 
 
-def test_calibration_file_is_read_on_the_control_node_for_the_full_tier_only(tmp_path):
+def test_calibration_file_is_read_on_the_control_node_its_floors_for_the_full_tier_only(
+    tmp_path,
+):
     path = _write_cpu_file(tmp_path)
     spec = NodeSpec.from_host_data({"gpu_less": True, "calibration_file": str(path)})
     data = calibfile.calibration_for(spec, "full")
     assert data is not None and data["path"] == str(path) and data["gpu_model"] == "cpu"
-    assert calibfile.calibration_for(spec, "quick") is None
+    assert "spreads_only" not in data
+    # The quick tier gets the file's spreads only (issue 32 item 2), never its floors.
+    quick = calibfile.calibration_for(spec, "quick")
+    assert quick == data | {"spreads_only": True}
 
 
 @pytest.mark.parametrize(

@@ -17,8 +17,10 @@ Example (in a workload body)::
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
+from gpufleet.compat import zip_strict
 from gpufleet.floors import calibration as cal
 from gpufleet.floors.datasheets import below_expected
 from gpufleet.floors.derived import Floor, FloorError, floors_for
@@ -68,7 +70,8 @@ def host_kind(run: Run) -> tuple[str, int, str] | str:
 def load_floors(run: Run, calibration: dict[str, Any] | None) -> None:
     """Fill ``run.floors`` for this host (empty, with ``run.floors_reason``, when it has none)."""
     kind = host_kind(run)
-    if kind == NO_GPU and calibration is not None:
+    spreads_only = bool(calibration and calibration.get("spreads_only"))
+    if kind == NO_GPU and calibration is not None and not spreads_only:
         _load_cpu_calibration(run, calibration)
         return
     if isinstance(kind, str):
@@ -79,7 +82,16 @@ def load_floors(run: Run, calibration: dict[str, Any] | None) -> None:
         floors = floors_for(model, count, interconnect)
         if calibration is not None:
             parsed = cal.parse(calibration, str(calibration.get("path", "--calibration")))
-            floors = cal.apply(floors, parsed, model, count, interconnect)
+            applied = cal.apply(floors, parsed, model, count, interconnect)
+            # The quick tier (spreads_only): the calibrated spreads, never the full tier's floors.
+            floors = (
+                [
+                    replace(f, between_run_sd=a.between_run_sd, spread_source=a.spread_source)
+                    for f, a in zip_strict(floors, applied)
+                ]
+                if spreads_only
+                else applied
+            )
     except FloorError as exc:
         # An unknown model is not a failure of the host: the figures are reported unjudged
         # by published floors, and calibration is the way to give them one. A calibration

@@ -9,6 +9,7 @@ from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field
 from typing import Any
 
+from gpufleet.floors.names import dotted
 from validation.host.nvml_sampler import NvmlSampler
 from validation.verdicts.harness import (
     INCONCLUSIVE,
@@ -88,6 +89,18 @@ class Run:
         """The host's between-process spread (threshold speed_between_run_sd), None: default."""
         value = self.thresholds.get("speed_between_run_sd")
         return float(value) if value else None
+
+    def spread_for(self, metric: str | None) -> tuple[float | None, str]:
+        """The between-process spread a speed check of ``metric`` is judged with, and where it
+        came from: the host's calibration for that figure, else the inventory's
+        speed_between_run_sd, else None (the harness's assumed 5 %, "default")."""
+        floor = self.floors.get(dotted(self.workload, metric)) if metric else None
+        sd = getattr(floor, "between_run_sd", None)
+        if sd is not None:
+            return float(sd), str(getattr(floor, "spread_source", "") or "calibration")
+        if self.between_run_sd is not None:
+            return self.between_run_sd, "inventory speed_between_run_sd"
+        return None, "default"
 
     @property
     def compute_devices(self) -> list[str]:
@@ -196,13 +209,14 @@ class Run:
         if self.busy and not_applicable is None:
             self.add_check(check, "speed", Verdict(INCONCLUSIVE, self.busy))
             return None
+        sd, source = self.spread_for(metric)
         try:
             result = compare_ab(
                 run_a,
                 run_b,
                 threshold=threshold,
                 pairs=pairs,
-                between_run_sd=self.between_run_sd,
+                between_run_sd=sd,
                 not_applicable=not_applicable,
                 on_pair=self.log_pair(device),
             )
@@ -213,7 +227,7 @@ class Run:
             record_metric(self.metrics, metric, result.estimate.to_dict(), invert=invert)
         evidence: dict[str, Any] = {"type": "pairs", "metric": metric, "invert": invert}
         evidence["threshold"] = threshold
-        evidence |= {"between_run_sd": self.between_run_sd, "runs": [result.pairs]}
+        evidence |= {"between_run_sd": sd, "spread_source": source, "runs": [result.pairs]}
         self.add_check(check, "speed", result.verdict, evidence)
         return result
 
@@ -231,12 +245,13 @@ class Run:
         judges several processes; records the check with the values as evidence."""
         if self.busy and not_applicable is None:
             return self.add_check(check, "speed", Verdict(INCONCLUSIVE, self.busy))
+        sd, source = self.spread_for(metric)
         try:
             judged = judge_sample_runs(
                 [values],
                 threshold if not_applicable is None else 1.0,
                 what=what,
-                between_run_sd=self.between_run_sd,
+                between_run_sd=sd,
             )
         except HarnessError as exc:
             return self.add_check(check, "speed", refused(exc, not_applicable))
@@ -247,7 +262,7 @@ class Run:
             verdict = Verdict(NOT_APPLICABLE, not_applicable)
         evidence: dict[str, Any] = {"type": "samples", "metric": metric, "what": what}
         evidence["threshold"] = threshold
-        evidence |= {"between_run_sd": self.between_run_sd, "runs": [list(values)]}
+        evidence |= {"between_run_sd": sd, "spread_source": source, "runs": [list(values)]}
         return self.add_check(check, "speed", verdict, evidence)
 
 
