@@ -18,8 +18,25 @@ from gpufleet.scheduler.rule import SchedulerError, check_node_name
 
 JOB_PREFIX = "gpufleet-validate-"
 SACCT_FORMAT = "JobID,State,NodeList"
-# sacct's job states (sacct(1), JOB STATE CODES), as gpufleet reads them.
-RUNNING_STATES = frozenset({"PENDING", "RUNNING", "REQUEUED", "RESIZING", "SUSPENDED"})
+# Slurm's job states as gpufleet reads them (job_state_string in Slurm's
+# src/common/slurm_protocol_defs.c; sacct(1) and squeue(1), JOB STATE CODES). A job whose
+# state carries a flag such as COMPLETING is shown by the flag alone, and has not ended yet:
+# sacct reports COMPLETING while the node's epilog still runs, before COMPLETED or FAILED.
+WAITING_STATES = frozenset({"PENDING", "REQUEUE_HOLD", "SPECIAL_EXIT", "RESV_DEL_HOLD"})
+RUNNING_STATES = WAITING_STATES | frozenset(
+    {
+        "RUNNING",
+        "SUSPENDED",
+        "COMPLETING",
+        "CONFIGURING",
+        "STAGE_OUT",
+        "SIGNALING",
+        "STOPPED",
+        "RESIZING",
+        "REQUEUED",
+        "REQUEUE_FED",
+    }
+)
 # The suite ran to its end; pytest's exit status 1 (a failed check) makes the job FAILED.
 RAN_STATES = frozenset({"COMPLETED", "FAILED"})
 # The job ended before the suite could finish, or never started: "did not run".

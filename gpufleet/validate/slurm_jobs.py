@@ -324,7 +324,7 @@ class SlurmJobs:
                     elif state is not None and state.finished:
                         why = batch.did_not_run_reason(state, job.run.host.name)
                         refuse(job, why, did_not_run={"job_id": job.job_id, "state": state.state})
-                    elif (state is None or state.state == "PENDING") and (
+                    elif (state is None or state.state in batch.WAITING_STATES) and (
                         waited >= self.start_wait_s
                     ):
                         late.append(job)
