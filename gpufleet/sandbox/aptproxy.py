@@ -36,6 +36,9 @@ def apt_proxy_command(
         f"SocketPath={run_dir / 'apt-cacher-ng.socket'}",
         "ForceManaged=1",
         "ExThreshold=4",
+        # Hosts that update within 5 min of each other get one frozen copy of an index
+        # (default 27 s): fewer concurrent refreshes of one InRelease, which acng can fail.
+        "FreshIndexMaxAge=300",
     ]
 
 

@@ -40,6 +40,14 @@ PACKAGES = ("munge", "slurmd", "slurm-client")
 CONTROLLER_PACKAGES = ("slurmctld",)
 STAGED_KEY = "/root/.gpufleet-munge.key"
 INSTALL_TIMEOUT_S = 600
+# apt on the hosts, bounded: a request silent this long fails, the whole update this long is
+# killed, and the update is tried twice. apt-cacher-ng fails concurrent refreshes of one
+# InRelease ("Failure to move file ... out of the way", seen with 6 hosts at once) and the
+# losing client waited until INSTALL_TIMEOUT_S; `setup` also lets the controller refresh the
+# proxy's index files alone first, so the others are served its frozen copy.
+APT_REQUEST_TIMEOUT_S = 30
+APT_UPDATE_TIMEOUT_S = 120
+APT_LOG = "/root/.gpufleet-slurm-apt.log"
 READY_TIMEOUT_S = 90
 
 
@@ -128,7 +136,13 @@ def install_script(is_controller: bool) -> str:
     steps = [
         "set -e",
         "export DEBIAN_FRONTEND=noninteractive",
-        "apt-get update -q >/dev/null",
+        "for try in 1 2; do",
+        f"  if timeout --kill-after=10 {APT_UPDATE_TIMEOUT_S} apt-get update -q"
+        f" -o Acquire::http::Timeout={APT_REQUEST_TIMEOUT_S} -o Acquire::Retries=1"
+        f" >{APT_LOG} 2>&1; then break; fi",
+        f'  [ "$try" = 2 ] && {{ tail -n 5 {APT_LOG};'
+        ' echo "apt-get update through the sandbox proxy failed twice"; exit 1; }',
+        "done",
         f"apt-get install -y -q --no-install-recommends {packages} >/dev/null",
         f"install -o munge -g munge -m 400 {STAGED_KEY} /etc/munge/munge.key",
         f"rm -f {STAGED_KEY}",
@@ -241,8 +255,13 @@ def setup(state: SandboxState, state_dir: Path = STATE_DIR, log: Log = print) ->
     started = time.monotonic()
     push_files(state, state_dir)
     ctl = controller(state)
-    with ThreadPoolExecutor(max_workers=len(state.hosts)) as pool:
-        errors = list(pool.map(lambda h: _install(h, h.name == ctl.name, state_dir), state.hosts))
+    # The controller first, alone: its apt-get update refreshes the proxy's index files,
+    # which the other hosts, in parallel, then get from its cache (FreshIndexMaxAge).
+    errors = [_install(ctl, True, state_dir)]
+    others = [h for h in state.hosts if h.name != ctl.name]
+    if others and not errors[0]:
+        with ThreadPoolExecutor(max_workers=len(others)) as pool:
+            errors += pool.map(lambda h: _install(h, False, state_dir), others)
     failed = [e for e in errors if e]
     if failed:
         raise SandboxError("\n".join(failed))

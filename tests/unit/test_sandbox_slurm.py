@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import os
 import stat
+import subprocess
+import threading
 from pathlib import Path
 
 import pytest
@@ -37,6 +39,80 @@ def test_only_the_first_host_installs_slurmctld() -> None:
     assert "slurmctld" in slurm.install_script(True)
     assert "slurmctld" not in slurm.install_script(False)
     assert "install -o munge -g munge -m 400" in slurm.install_script(False)
+
+
+def _update_loop(script: str) -> str:
+    lines = script.splitlines()
+    start = next(i for i, line in enumerate(lines) if line.startswith("for try"))
+    return "\n".join(lines[start : lines.index("done", start) + 1]) + "\necho installed\n"
+
+
+@pytest.mark.parametrize("fails", [1, 2])
+def test_apt_update_is_bounded_and_tried_twice(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, fails: int
+) -> None:
+    """6 hosts at once: apt-cacher-ng failed one host's InRelease and its apt-get update
+    waited 10 minutes. Now each try is killed at its bound, and a failed one is tried again."""
+    monkeypatch.setattr(slurm, "APT_LOG", str(tmp_path / "apt.log"))
+    script = slurm.install_script(False)
+    assert f"timeout --kill-after=10 {slurm.APT_UPDATE_TIMEOUT_S} apt-get update" in script
+    assert f"Acquire::http::Timeout={slurm.APT_REQUEST_TIMEOUT_S}" in script
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "timeout").write_text('#!/bin/sh\necho "$@" >> "$CALLS"\nshift 2\nexec "$@"\n')
+    (bin_dir / "apt-get").write_text(
+        '#!/bin/sh\nn=$(wc -l < "$CALLS")\n[ "$n" -gt "$FAILS" ] || { echo E: acng; exit 100; }\n'
+    )
+    for tool in bin_dir.iterdir():
+        tool.chmod(0o755)
+    calls = tmp_path / "calls"
+    calls.touch()
+    env = {"PATH": f"{bin_dir}:/usr/bin:/bin", "CALLS": str(calls), "FAILS": str(fails)}
+    proc = subprocess.run(
+        ["sh", "-c", "set -e\n" + _update_loop(script)], env=env, capture_output=True, text=True
+    )
+    assert len(calls.read_text().splitlines()) == 2
+    if fails == 1:
+        assert proc.returncode == 0 and proc.stdout.strip() == "installed", proc
+    else:
+        assert proc.returncode == 1 and "failed twice" in proc.stdout and "E: acng" in proc.stdout
+
+
+def test_the_controller_installs_alone_before_the_others(monkeypatch: pytest.MonkeyPatch) -> None:
+    state = sandbox(4)
+    events: list[str] = []
+    lock = threading.Lock()
+
+    def install(host: HostState, is_controller: bool, state_dir: Path) -> str | None:
+        with lock:
+            # the controller's install runs on its own, not in the pool beside the others
+            alone = threading.current_thread() is threading.main_thread()
+            events.append(f"start {host.name} {is_controller} {'alone' if alone else 'pool'}")
+        with lock:
+            events.append(f"end {host.name}")
+        return None
+
+    monkeypatch.setattr(slurm, "push_files", lambda state, state_dir: None)
+    monkeypatch.setattr(slurm, "wait_ready", lambda state, state_dir: None)
+    monkeypatch.setattr(slurm, "_install", install)
+    slurm.setup(state, Path("/nonexistent"), log=lambda _line: None)
+    assert events[:2] == ["start gfsb-h1 True alone", "end gfsb-h1"]
+    assert sorted(e for e in events[2:] if e.startswith("start")) == [
+        f"start gfsb-h{i} False pool" for i in (2, 3, 4)
+    ]
+
+
+def test_a_failed_controller_install_stops_before_the_others(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    started: list[str] = []
+    monkeypatch.setattr(slurm, "push_files", lambda state, state_dir: None)
+    monkeypatch.setattr(
+        slurm, "_install", lambda host, ctl, state_dir: started.append(host.name) or "broken"
+    )
+    with pytest.raises(slurm.SandboxError, match="broken"):
+        slurm.setup(sandbox(3), Path("/nonexistent"), log=lambda _line: None)
+    assert started == ["gfsb-h1"]
 
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="mknod of the stand-in devices needs root")
