@@ -209,7 +209,13 @@ def push_files(state: SandboxState, state_dir: Path) -> None:
 
 
 def _install(host: HostState, is_controller: bool, state_dir: Path) -> str | None:
-    proc = run_on(host, install_script(is_controller), state_dir, timeout=INSTALL_TIMEOUT_S)
+    try:
+        proc = run_on(host, install_script(is_controller), state_dir, timeout=INSTALL_TIMEOUT_S)
+    except subprocess.TimeoutExpired:
+        return (
+            f"{host.name}: installing Slurm did not finish within {INSTALL_TIMEOUT_S} s (apt "
+            f"through the sandbox proxy? see {state_dir / 'log' / 'apt-cacher-ng'})"
+        )
     if proc.returncode != 0:
         tail = "\n".join((proc.stdout + proc.stderr).strip().splitlines()[-10:])
         return f"{host.name}: installing Slurm failed (exit {proc.returncode}):\n{tail}"

@@ -115,6 +115,18 @@ def test_a_failed_controller_install_stops_before_the_others(
     assert started == ["gfsb-h1"]
 
 
+def test_an_install_past_its_limit_is_a_message_not_a_traceback(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    def run_on(*args: object, timeout: float = 0, **kwargs: object) -> None:
+        raise subprocess.TimeoutExpired("ssh", timeout)
+
+    monkeypatch.setattr(slurm, "run_on", run_on)
+    why = slurm._install(sandbox(1).hosts[0], True, Path("/state"))
+    assert why is not None and why.startswith("gfsb-h1: installing Slurm did not finish within")
+    assert "/state/log/apt-cacher-ng" in why
+
+
 @pytest.mark.skipif(os.geteuid() != 0, reason="mknod of the stand-in devices needs root")
 def test_push_files_writes_key_devices_and_hosts(tmp_path: Path) -> None:
     state = sandbox(2)
