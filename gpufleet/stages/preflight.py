@@ -122,6 +122,8 @@ def refusals(plan: NodePlan) -> list[str]:
     """Every reason to refuse this host, each saying what was found and what to do."""
     if plan.unsupported:
         return [plan.unsupported]
+    if not plan.state.systemd_booted:  # every later fact and check would fail on it instead
+        return [NO_SYSTEMD]
     reasons: list[str] = []
     for check in (
         _gpus,
@@ -136,6 +138,14 @@ def refusals(plan: NodePlan) -> list[str]:
         if reason:
             reasons.append(reason)
     return reasons
+
+
+NO_SYSTEMD = (
+    "not booted with systemd (no /run/systemd/system: a container, or another init as PID 1); "
+    "the deploy runs systemd services (persistence daemon, DCGM, the periodic timer) and "
+    "reboots the host. Fix: provision a VM or bare-metal host booted with systemd, or leave "
+    "this one out (--limit)."
+)
 
 
 def _gpus(plan: NodePlan) -> str | None:
