@@ -34,15 +34,25 @@ def origin(host: Any, key: str) -> str:
 
 
 def with_origins(host: Any, message: str) -> str:
-    """``message`` and, per key it names, where that key was set."""
-    where = [f"{key} is set in {origin(host, key)}" for key in keys_of(message)]
+    """``message`` and, per key it names, where that key was set. A message about ``--data``
+    keys only is every host's, not that of the one pyinfra happened to plan first."""
+    keys = keys_of(message)
+    where = [f"{key} is set in {origin(host, key)}" for key in keys]
+    overrides = host.inventory.get_override_data() or {}
+    if keys and all(key in overrides for key in keys):
+        message = message.replace(f"host {host.name}: ", "every host: ", 1)
     return f"{message} ({'; '.join(where)})" if where else message
 
 
 def inventory_error(base: type[Exception], host: Any, message: str) -> Exception:
     """The error to raise: under pyinfra's CLI, one it prints as "pyinfra error: MESSAGE" with
     no source location (its CliError); elsewhere ``base`` itself."""
-    text = with_origins(host, message)
+    return cli_error(base, with_origins(host, message))
+
+
+def cli_error(base: type[Exception], text: str) -> Exception:
+    """``base(text)``, which pyinfra's CLI prints as "pyinfra error: TEXT", without the line of
+    gpufleet's code it was raised on (that reads as a bug in gpufleet)."""
     cli = sys.modules.get("pyinfra_cli.exceptions")
     if cli is None:
         return base(text)
