@@ -25,22 +25,29 @@ def origin(host: Any, key: str) -> str:
     if key in overrides:
         value = overrides[key]
         return f"--data {key}={value if isinstance(value, str) else json.dumps(value)}"
-    names = dict.fromkeys(str(g) for g in host.groups)  # pyinfra may list a group twice
-    groups = [g for g in names if key in (inventory.get_group_data(g) or {})]
+    groups = _groups_setting(host, key)
     if groups:
         files = ", ".join(f"group_data/{g}.py" for g in groups)
         return f"the data of group {', '.join(groups)} (the inventory, or {files})"
     return f"the host data of {host.name} in the inventory"
 
 
+def _groups_setting(host: Any, key: str) -> list[str]:
+    names = dict.fromkeys(str(g) for g in host.groups)  # pyinfra may list a group twice
+    return [g for g in names if key in (host.inventory.get_group_data(g) or {})]
+
+
 def with_origins(host: Any, message: str) -> str:
     """``message`` and, per key it names, where that key was set. A message about ``--data``
-    keys only is every host's, not that of the one pyinfra happened to plan first."""
+    keys, or one group's, is every such host's, not that of the one pyinfra planned first."""
     keys = keys_of(message)
     where = [f"{key} is set in {origin(host, key)}" for key in keys]
     overrides = host.inventory.get_override_data() or {}
+    groups = {tuple(_groups_setting(host, key)) for key in keys}
     if keys and all(key in overrides for key in keys):
         message = message.replace(f"host {host.name}: ", "every host: ", 1)
+    elif keys and len(groups) == 1 and len(group := next(iter(groups))) == 1:
+        message = message.replace(f"host {host.name}: ", f"every host of group {group[0]}: ", 1)
     return f"{message} ({'; '.join(where)})" if where else message
 
 

@@ -64,10 +64,17 @@ def test_pyinfra_names_the_data_not_a_line_of_gpufleet() -> None:
     assert "node.py line" not in out and "Traceback" not in out
 
 
-def test_a_group_key_still_names_the_host() -> None:
+def test_the_host_named_is_every_host_the_key_reaches() -> None:
+    # one group's key: every host of that group (review §3 row 3: not one arbitrary host)
     host = fake_host({}, {"a100_nodes": {"reboot": "maybe"}})
     text = str(inventory_error(InventoryValueError, host, "host gpu-a: reboot = 'maybe' is x"))
-    assert text.startswith("host gpu-a: reboot = 'maybe'")
+    assert text.startswith("every host of group a100_nodes: reboot = 'maybe'")
+    host = fake_host({}, {"a": {"reboot": "maybe"}, "b": {"reboot": "maybe"}})
+    text = str(inventory_error(InventoryValueError, host, "host gpu-a: reboot = 'maybe' is x"))
+    assert text.startswith("host gpu-a: reboot = 'maybe'")  # two groups: the host's own
+    host = fake_host({}, {})
+    text = str(inventory_error(InventoryValueError, host, "host gpu-a: reboot = 'maybe' is x"))
+    assert text.startswith("host gpu-a: reboot = 'maybe'")  # the host's own data
     text = str(
         inventory_error(
             InventoryValueError, fake_host({"reboot": "x"}, {}), "host gpu-a: reboot = 'x' y"
