@@ -94,7 +94,11 @@ def _gpus_seen(doc: object) -> tuple[int, set[str]] | None:
     if not isinstance(doc, dict):
         return None
     workloads = doc["workloads"] if isinstance(doc.get("workloads"), list) else [doc]
-    seen = [w["devices"] for w in workloads if isinstance(w, dict) and "devices" in w]
+    seen = [
+        w["devices"]
+        for w in workloads
+        if isinstance(w, dict) and isinstance(w.get("devices"), list)
+    ]
     gpus = [[d for d in devs if isinstance(d, dict) and d.get("type") == "GPU"] for devs in seen]
     if not gpus:
         return None

@@ -60,3 +60,11 @@ def test_a_hand_typed_figure_name_gets_a_did_you_mean(tmp_path, capsys) -> None:
     _rc, out, _err = thresholds(capsys, *A100, "--judge", str(path))
     line = next(line for line in out.splitlines() if " xla_speedup " in line)
     assert "no floor for this figure; did you mean 'xla.speedup.amp'" in line
+
+
+def test_odd_devices_fields_neither_warn_nor_break(tmp_path, capsys) -> None:
+    path = tmp_path / "run.json"
+    doc = {"workloads": [{"workload": "xla", "devices": None, "metrics": {"speedup": 1.5}}]}
+    path.write_text(json.dumps(doc))
+    rc, _out, err = thresholds(capsys, *A100, "--judge", str(path))
+    assert rc == 2 and "warning" not in err and "Traceback" not in err  # 2: no floor judged
