@@ -431,22 +431,3 @@ def test_without_accounting_the_recorded_scontrol_answer_ends_every_job(
     assert len(slept) == 1  # one poll while they ran, then each was gathered
     want = "ENDED" if forget else "COMPLETED"
     assert {r.document["slurm_job"]["state"] for r in runs if r.document} == {want}
-
-
-def test_a_node_ssh_cannot_reach_for_staging_is_unreachable_exit_3(tmp_path: Path) -> None:
-    # review §3 row 13: Slurm staging on an unreachable host said "could not stage" (exit 2)
-    from gpufleet.validate.results import exit_status
-
-    def shell(run: HostRun, command: str, stdin: bytes) -> tuple[int, bytes]:
-        return 255, b"ssh: connect to host 10.0.0.1 port 22: Connection refused\n"
-
-    runs = make_runs(tmp_path, ["gpu01"])
-    jobs = [NodeJob(r, "/s/r", "/p", "/py") for r in runs]
-    stand_in = SlurmJobs(StandInSlurm({}), shell, JobOptions(), sleep=lambda s: None, log=print)
-    stand_in.run(jobs, **run_arguments(runs, lambda _name: None))
-    document = runs[0].document
-    assert document is not None and document["status"] == "error"
-    assert document["run_error"] == (
-        "could not reach gpu01: ssh: connect to host 10.0.0.1 port 22: Connection refused"
-    )
-    assert exit_status([document]) == 3
