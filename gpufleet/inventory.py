@@ -5,9 +5,11 @@ from __future__ import annotations
 import fnmatch
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
+import tempfile
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -53,6 +55,36 @@ def _pyinfra_command() -> list[str]:
     return [sys.executable, "-m", "pyinfra"]
 
 
+DEBUG_LOG = "pyinfra-debug.log"  # pyinfra writes its traceback there, in the working directory
+_TRAILER = re.compile(
+    r"pyinfra-debug\.log|submitting a bug report|pyinfra --support|An internal exception occurred"
+)
+
+
+def _mtime(path: Path) -> float | None:
+    try:
+        return path.stat().st_mtime
+    except OSError:
+        return None
+
+
+def _moved_debug_log(before: float | None) -> str:
+    """Where the pyinfra-debug.log this run wrote is now, or "": a new one moves out of the
+    user's working directory into a temporary one; one that was there before stays."""
+    log = Path(DEBUG_LOG)
+    written = _mtime(log)
+    if written is None or written == before:
+        return ""
+    if before is not None:
+        return str(log.resolve())
+    target = Path(tempfile.mkdtemp(prefix="gpufleet-pyinfra-")) / DEBUG_LOG
+    try:
+        shutil.move(str(log), target)
+    except OSError:
+        return str(log.resolve())
+    return str(target)
+
+
 def looks_like_file(inventory: str) -> bool:
     """Whether pyinfra would treat ``inventory`` as a file (rather than host names)."""
     return inventory.endswith(".py") or os.sep in inventory
@@ -70,6 +102,7 @@ def read_debug_inventory(inventory: str, *, timeout: float = 120.0) -> list[dict
             " (e.g. inventories/sandbox.py), host names separated by commas, or @local"
         )
     command = [*_pyinfra_command(), "-y", inventory, "debug-inventory", "--json"]
+    before = _mtime(Path(DEBUG_LOG))
     try:
         proc = subprocess.run(command, capture_output=True, text=True, timeout=timeout, check=False)
     except subprocess.TimeoutExpired as exc:
@@ -78,7 +111,11 @@ def read_debug_inventory(inventory: str, *, timeout: float = 120.0) -> list[dict
             "check that the inventory file does no network I/O at import time"
         ) from exc
     if proc.returncode != 0:
-        tail = "\n".join(proc.stderr.strip().splitlines()[-8:])
+        # pyinfra's own crash trailer (a log in the working directory, "submit a bug report")
+        # is for pyinfra's bugs; an inventory's error is the user's to fix, said above it.
+        lines = [line for line in proc.stderr.strip().splitlines() if not _TRAILER.search(line)]
+        log = _moved_debug_log(before)
+        tail = "\n".join(lines[-8:] + ([f"(pyinfra's traceback: {log})"] if log else []))
         raise InventoryError(
             f"`pyinfra {inventory} debug-inventory` failed (exit {proc.returncode}):\n{tail}"
         )

@@ -31,7 +31,8 @@ v100_legacy = (
         "gpu_count": 4,
         "driver_branch": 580,
         "kernel_module_flavor": "proprietary",
+        # A venv on the OS's python3 (3.10 on Ubuntu 22.04): python_version is for conda and uv
+        # only; python_interpreter picks another OS interpreter (e.g. "python3.11").
         "python_env": "venv",
-        "python_version": "3.10",
     },
 )

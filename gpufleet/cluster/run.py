@@ -222,7 +222,7 @@ def _finished(doc: dict[str, Any]) -> dict[str, Any]:
 
 
 def run(args: argparse.Namespace) -> int:
-    """Run the cluster tier on the inventory's (or --limit's) group; 0 pass, 1 fail, 2 error."""
+    """Run the cluster tier on the inventory's (or --limit's) group; the code of exit_status."""
     from gpufleet.cluster import output
 
     try:
@@ -255,4 +255,12 @@ def run(args: argparse.Namespace) -> int:
     print(plain(f"results: {paths['json']}  junit: {paths['junit']}  html: {paths['html']}"))
     for line in prom:
         print(plain(line))
+    return exit_status(doc)
+
+
+def exit_status(doc: dict[str, Any]) -> int:
+    """validate's codes (docs/reference/exit-codes.md): 3 when a host could not be reached, as
+    the quick and full tiers say it, else 0 pass, 1 fail, 2 error."""
+    if NOT_REACHED in (doc.get("cleanup") or {}).values():
+        return 3
     return {"pass": 0, "fail": 1}.get(doc["status"], 2)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import difflib
 import statistics
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -172,5 +173,8 @@ def judge(floors: Sequence[Floor], figures: Mapping[str, object]) -> list[Verdic
         else:
             verdicts.append(against(value, floor))
     for name in sorted(set(figures) - set(by_name)):
-        verdicts.append(Verdict(name, None, None, None, "no floor for this figure"))
+        # A flat name (no workload prefix) was typed by hand: xla_speedup for xla.speedup.amp.
+        close = difflib.get_close_matches(name, list(by_name), n=2) if "." not in name else []
+        hint = f"; did you mean {' or '.join(map(repr, close))}?" if close else ""
+        verdicts.append(Verdict(name, None, None, None, f"no floor for this figure{hint}"))
     return verdicts

@@ -10,7 +10,7 @@ from pathlib import Path
 
 from gpufleet.floors import calibration
 from gpufleet.floors.checks import Verdict, figures_from, judge
-from gpufleet.floors.derived import Floor, FloorError, floors_for
+from gpufleet.floors.derived import Floor, FloorError, find_model, floors_for
 from gpufleet.floors.host import HostKind
 from gpufleet.floors.names import apply_overrides, set_by
 from gpufleet.floors.nccl import GIB, find_floor
@@ -88,7 +88,58 @@ def _source_of(floor: Floor) -> str:
     return "gpufleet's choice (see the origin above)"
 
 
-def _load_figures(path: str) -> dict[str, object]:
+def _gpus_seen(doc: object) -> tuple[int, set[str]] | None:
+    """The GPUs a results (or one workload) document's workloads saw, as (count, models);
+    None for a bare {name: value} file, which does not say."""
+    if not isinstance(doc, dict):
+        return None
+    workloads = doc["workloads"] if isinstance(doc.get("workloads"), list) else [doc]
+    seen = [
+        w["devices"]
+        for w in workloads
+        if isinstance(w, dict) and isinstance(w.get("devices"), list)
+    ]
+    gpus = [[d for d in devs if isinstance(d, dict) and d.get("type") == "GPU"] for devs in seen]
+    if not gpus:
+        return None
+    return max(map(len, gpus)), {str(d["model"]) for g in gpus for d in g if d.get("model")}
+
+
+def kind_warning(path: str, doc: object, gpu_model: str, gpu_count: int) -> str:
+    """Why the document's run is not of the kind asked (another GPU, none, another count), or
+    "": its verdicts would be against floors that are not its own."""
+    seen = _gpus_seen(doc)
+    if seen is None:
+        return ""
+    count, models = seen
+    cpu = gpu_model == calibration.CPU_MODEL
+    asked = "no GPU" if cpu else f"{gpu_count}x {find_model(gpu_model).name}"
+    if count == 0 and not cpu:
+        ran = "no GPU (its workloads saw only CPU devices)"
+        fix = "for a GPU-less run give --gpu-model cpu --gpu-count 0 --interconnect none "
+        fix += "--calibration FILE"
+    elif count and cpu:
+        ran, fix = f"{count} GPU(s)", "give --gpu-model, --gpu-count and --interconnect"
+    else:
+        names = {_model_name(m) for m in models}
+        if count == gpu_count and (cpu or not names or names == {find_model(gpu_model).name}):
+            return ""
+        ran = f"{count}x {', '.join(sorted(names)) or 'GPU'}"
+        fix = "give the --gpu-model and --gpu-count it ran on"
+    return (
+        f"warning: {path} ran on {ran}, but is judged against the floors of {asked}: the "
+        f"verdicts below are not its own. Fix: {fix}."
+    )
+
+
+def _model_name(model: str) -> str:
+    try:
+        return find_model(model).name
+    except FloorError:  # a GPU gpufleet's table lacks: its own name
+        return model
+
+
+def _load_figures(path: str, gpu_model: str, gpu_count: int) -> dict[str, object]:
     try:
         text = Path(path).read_text(encoding="utf-8")
     except OSError as exc:
@@ -97,7 +148,11 @@ def _load_figures(path: str) -> dict[str, object]:
         doc = json.loads(text)
     except json.JSONDecodeError as exc:
         raise FloorError(f"{path} is not valid JSON: {exc}") from None
-    return figures_from(doc)
+    figures = figures_from(doc)
+    warning = kind_warning(path, doc, gpu_model, gpu_count)
+    if warning:
+        print(warning, file=sys.stderr)
+    return figures
 
 
 def _print_verdicts(verdicts: list[Verdict]) -> None:
@@ -153,7 +208,9 @@ def run(args: argparse.Namespace) -> int:
         floors = host_floors(args)
         if kind is not None:  # the inventory's thresholds that set a floor (xla_speedup_min)
             floors = apply_overrides(floors, kind.thresholds)
-        verdicts = judge(floors, _load_figures(args.judge)) if args.judge else None
+        verdicts = None
+        if args.judge:
+            verdicts = judge(floors, _load_figures(args.judge, args.gpu_model, args.gpu_count))
         if verdicts is None and kind is not None:
             return _print_host(kind, floors, args.json)
     except FloorError as exc:

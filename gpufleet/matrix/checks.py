@@ -14,7 +14,7 @@ from gpufleet.matrix.drivers import (
     version_tuple,
 )
 from gpufleet.matrix.gpus import GpuModel
-from gpufleet.matrix.tf_releases import TFRelease
+from gpufleet.matrix.tf_releases import TF_RELEASES, TFRelease
 
 KERNEL_MODULE_FLAVORS = ("auto", "open", "proprietary")
 
@@ -100,12 +100,32 @@ def check_python(release: TFRelease, python_version: str, conflicts: list[str]) 
     except ValueError:
         conflicts.append(f"python_version {python_version!r} is not a version like '3.11'.")
         return
-    if not version_tuple(release.python_min) <= wanted <= version_tuple(release.python_max):
+    if not _supports(release, wanted):
         conflicts.append(
             f"TensorFlow {release.version} supports Python {release.python_min} to "
             f"{release.python_max}, not {python_version}. Fix: set python_version within "
-            f"that range, or pick a TensorFlow release that supports {python_version}."
+            f"that range{_other_release(python_version, wanted)}."
         )
+
+
+def _supports(release: TFRelease, wanted: tuple[int, ...]) -> bool:
+    return version_tuple(release.python_min) <= wanted <= version_tuple(release.python_max)
+
+
+def _other_release(python_version: str, wanted: tuple[int, ...]) -> str:
+    """The end of the fix: the newest release that takes this Python, or, when none does (3.8),
+    the Pythons that some release takes (conda and uv bring their own)."""
+    fits = [r for r in TF_RELEASES.values() if _supports(r, wanted)]
+    if fits:
+        newest = max(fits, key=lambda r: version_tuple(r.version))
+        return f", or tf_version = '{newest.version}' (the newest that supports {python_version})"
+    low = min((r.python_min for r in TF_RELEASES.values()), key=version_tuple)
+    high = max((r.python_max for r in TF_RELEASES.values()), key=version_tuple)
+    return (
+        f" (no TensorFlow release gpufleet knows supports {python_version}; they take {low} to "
+        f"{high}); where the OS's Python is older, python_env = 'conda' or use_uv = True bring "
+        "their own"
+    )
 
 
 def check_driver_for_gpus(

@@ -184,17 +184,24 @@ def load_host(
         return report
     report.runs.sort(key=_run_key)
     report.name = str(report.latest.get("host") or redact_data(folder.name))
+    # The latest run's tier's baseline (a quick run against the full tier's figures compares
+    # nothing alike): baseline.json or baseline-quick.json, as validate keeps them.
+    tier = str(report.latest.get("tier") or "full")
+    name = baselines.baseline_name(tier)
     try:
-        report.baseline = baselines.load_baseline(folder / baselines.BASELINE_NAME)
-        report.baseline_note = "baseline.json" if report.baseline else ""
+        report.baseline = baselines.load_baseline(folder / name)
+        report.baseline_note = name if report.baseline else ""
     except baselines.BaselineError as exc:
         report.problems.append(str(exc))
     if report.baseline is None:
-        # No recorded baseline yet: the first passing full run in the history stands in.
-        first = next((doc for doc in report.runs if baselines.qualifies(doc)), None)
-        if first is not None:
+        # No recorded baseline yet: the tier's first passing run stands in, unless it is the
+        # latest run itself (which would be compared with itself).
+        first = next(
+            (d for d in report.runs if d.get("tier") == tier and baselines.qualifies(d)), None
+        )
+        if first is not None and first is not report.latest:
             report.baseline = first
-            report.baseline_note = "first passing full run (no baseline.json yet)"
+            report.baseline_note = f"first passing {tier} run (no {name} yet)"
     report.drift = read_drift(folder / "drift.json")
     if report.baseline is not None:
         report.regressions = baselines.compare(

@@ -185,7 +185,7 @@ def fleet_table(docs: Sequence[Mapping[str, Any]]) -> Table:
     with_reason = any(doc.get("run_error") for doc in docs)
     if with_reason:
         table.add_column("reason", overflow="fold", max_width=60)
-    table.add_column("results", overflow="fold")
+    # Each host's file is DIR/<host>/RUN_ID.json: the line under the table says DIR once.
     for doc in docs:
         summary = doc.get("summary", {})
         why = str(doc.get("run_error") or "").strip().splitlines()
@@ -195,8 +195,12 @@ def fleet_table(docs: Sequence[Mapping[str, Any]]) -> Table:
             *(str(summary.get(s, 0)) for s in ("pass", "fail", "error", "inconclusive", "skipped")),
             *([baseline_cell(doc.get("_baseline"))] if with_baseline else []),
             *([cell(why[0][:200] if why else "")] if with_reason else []),
-            cell(doc.get("_path", "")),
         )
+    # "error 0" on a host that could not run reads as no problem: counted apart, under it.
+    unrun = [doc for doc in docs if doc.get("run_error") and not doc.get("checks")]
+    if unrun:
+        table.caption = f"{len(unrun)} of {len(docs)} host(s) could not run: no check ran there"
+        table.caption_justify = "left"
     return table
 
 

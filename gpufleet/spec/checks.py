@@ -110,6 +110,29 @@ _MINIFORGE_VERSION = re.compile(r"[0-9][0-9A-Za-z.]{0,30}(?:-[0-9A-Za-z.]{1,30})
 MINIFORGE_ARCHES = ("x86_64", "aarch64", "ppc64le")
 # systemd.time(7) calendar expressions and shorthands: words, digits, * , . : / ~ - and spaces.
 _CALENDAR = re.compile(r"[A-Za-z0-9*,.:/~ -]{1,100}")
+# Its words (systemd.time(7)): a shorthand alone, weekdays first, a time zone last; the rest
+# (at most a date and a time) digits, * and - : , . / ~.
+_SHORTHAND = re.compile(r"(minute|hour|dai|week|month|quarter|semiannual|year|annual)ly", re.I)
+_WEEKDAY = r"(?:mon|tue|wed|thu|fri|sat|sun)[a-z]*"
+_WEEKDAYS = re.compile(rf"{_WEEKDAY}(?:(?:,|\.\.){_WEEKDAY})*", re.IGNORECASE)
+_DATE_TIME = re.compile(r"(?=.*[0-9*])[0-9*,./~:-]+")
+_ZONE = re.compile(r"UTC|GMT|[A-Z][A-Za-z_+-]*(?:/[A-Za-z0-9_+-]+)+")
+
+
+def calendar_ok(value: str) -> bool:
+    """Whether ``value`` has the shape of an OnCalendar= expression ("every day" has not); not
+    systemd's parser: ``systemd-analyze calendar`` on the host has the last word."""
+    if not _CALENDAR.fullmatch(value.strip() or "!"):
+        return False
+    first, *rest = value.split()
+    if rest and _ZONE.fullmatch(rest[-1]):
+        rest = rest[:-1]
+    if _SHORTHAND.fullmatch(first):
+        return not rest
+    words = rest if _WEEKDAYS.fullmatch(first) else [first, *rest]
+    return len(words) <= 2 and all(_DATE_TIME.fullmatch(word) for word in words)
+
+
 _MAXIMA = {
     "reboot_timeout_s": 86400,
     "min_free_disk_gib": 100_000,
@@ -231,7 +254,7 @@ def _format_errors(key: str, value: Any) -> list[str]:
             "name from github.com/conda-forge/miniforge/releases, or leave it unset (the pinned "
             "one)."
         ]
-    if key == "periodic_schedule" and not _CALENDAR.fullmatch(value.strip() or "!"):
+    if key == "periodic_schedule" and not calendar_ok(value):
         return [
             f"periodic_schedule = {value!r} is not a systemd calendar expression. Fix: e.g. "
             "'daily', 'hourly' or 'Mon..Fri *-*-* 03:00' (check it: systemd-analyze calendar)."

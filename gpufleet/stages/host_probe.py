@@ -105,6 +105,7 @@ done
 dpkg --audit 2>/dev/null | head -n 40
 echo '{s}env'; [ -x "$env/bin/python" ] && echo present
 echo '{s}shim_mok'; [ -e /var/lib/shim-signed/mok/MOK.der ] && echo present
+echo '{s}systemd'; [ -d /run/systemd/system ] || echo absent
 """
 
 
@@ -154,6 +155,7 @@ class HostState:
     dpkg_problems: tuple[str, ...] = ()
     env_present: bool = False
     shim_mok_present: bool = False
+    systemd_booted: bool = True  # sd_booted(3): /run/systemd/system exists (said when not)
     # Configuration others write that bears on what gpufleet manages (gpufleet.stages.foreign).
     config: HostConfig = field(default_factory=HostConfig)
 
@@ -305,6 +307,7 @@ def parse_probe(lines: list[str]) -> HostState:
         dpkg_problems=tuple(sections.get("dpkg", [])),
         env_present=first("env") == "present",
         shim_mok_present=first("shim_mok") == "present",
+        systemd_booted=first("systemd") != "absent",
         config=host_config.parse_config(sections),
     )
 

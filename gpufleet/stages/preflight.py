@@ -6,6 +6,7 @@ from collections import Counter
 
 from pyinfra import host, logger, state
 from pyinfra.api import deploy
+from pyinfra.api.exceptions import PyinfraError
 from pyinfra.context import ctx_host
 
 from gpufleet import matrix
@@ -16,6 +17,7 @@ from gpufleet.operations.kernel import reboot_pending, reboot_reason
 from gpufleet.stages import foreign
 from gpufleet.stages.dcgm import skip_reason as dcgm_skip_reason
 from gpufleet.stages.fabric import fabric_packages, wants_fabric_manager
+from gpufleet.stages.inventory_error import cli_error
 from gpufleet.stages.nccl_tests import skip_reason as nccl_tests_skip_reason
 from gpufleet.stages.node import NodePlan, disk_paths, node_plan
 from gpufleet.text import plain
@@ -42,7 +44,11 @@ def preflight(plan: NodePlan | None = None) -> bool:
     # Failing the host while planning removes it from the run before any operation executes;
     # pyinfra then reports it under failed hosts and exits non-zero.
     # (the Host object itself, not pyinfra's context proxy, which later points at other hosts).
-    state.fail_hosts({ctx_host.get()})
+    try:
+        state.fail_hosts({ctx_host.get()})
+    except PyinfraError as exc:  # the last host refused: pyinfra stops the run here
+        why = "the last one refused by gpufleet preflight; each host's reason is above"
+        raise cli_error(PyinfraError, f"{exc} ({why})") from None
     return False
 
 
@@ -122,6 +128,8 @@ def refusals(plan: NodePlan) -> list[str]:
     """Every reason to refuse this host, each saying what was found and what to do."""
     if plan.unsupported:
         return [plan.unsupported]
+    if not plan.state.systemd_booted:  # every later fact and check would fail on it instead
+        return [NO_SYSTEMD]
     reasons: list[str] = []
     for check in (
         _gpus,
@@ -136,6 +144,14 @@ def refusals(plan: NodePlan) -> list[str]:
         if reason:
             reasons.append(reason)
     return reasons
+
+
+NO_SYSTEMD = (
+    "not booted with systemd (no /run/systemd/system: a container, or another init as PID 1); "
+    "the deploy runs systemd services (persistence daemon, DCGM, the periodic timer) and "
+    "reboots the host. Fix: provision a VM or bare-metal host booted with systemd, or leave "
+    "this one out (--limit)."
+)
 
 
 def _gpus(plan: NodePlan) -> str | None:

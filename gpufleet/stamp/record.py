@@ -26,7 +26,7 @@ from weakref import WeakKeyDictionary, WeakSet
 from pyinfra.api import facts as pyinfra_facts
 from pyinfra.api.arguments import CONNECTOR_ARGUMENT_KEYS
 from pyinfra.api.command import StringCommand
-from pyinfra.api.exceptions import MissingCommandError
+from pyinfra.api.exceptions import MissingCommandError, PyinfraError
 from pyinfra.api.host import Host
 from pyinfra.context import ctx_host
 
@@ -146,6 +146,20 @@ def fact_name(cls: type) -> str:
     return f"{cls.__module__}:{cls.__qualname__}"
 
 
+NO_HOSTS_LEFT = "No hosts remaining!"  # pyinfra's PyinfraError when its last host failed
+
+
+def no_hosts_left(cls: type) -> Exception:
+    """The error that stops the run when the last host failed on a fact: pyinfra's words, the
+    fact, and no line of this file (pyinfra names the deepest frame outside itself, this one,
+    which reads as a bug in gpufleet)."""
+    from gpufleet.stages.inventory_error import cli_error
+
+    name = f"{cls.__module__.removeprefix('pyinfra.facts.')}.{cls.__qualname__}"
+    why = f"the last host could not read the fact {name}; its error is above"
+    return cli_error(PyinfraError, f"{NO_HOSTS_LEFT} ({why})")
+
+
 def install() -> None:
     """Wrap pyinfra's fact getter and command runner once per process."""
     if _INSTALLED:
@@ -154,6 +168,14 @@ def install() -> None:
     run_shell_command = Host.run_shell_command
 
     def recorded_get_fact(state: Any, host: Host, cls: type, *args: Any, **kwargs: Any) -> Any:
+        try:
+            return _recorded_get_fact(state, host, cls, *args, **kwargs)
+        except PyinfraError as exc:
+            if str(exc) != NO_HOSTS_LEFT:
+                raise
+            raise no_hosts_left(cls) from None
+
+    def _recorded_get_fact(state: Any, host: Host, cls: type, *args: Any, **kwargs: Any) -> Any:
         recording = _RECORDINGS.get(host)
         if recording is None or host in _PENDING:
             return get_fact(state, host, cls, *args, **kwargs)

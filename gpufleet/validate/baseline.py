@@ -97,10 +97,14 @@ def safe_name(name: str) -> str:
     return "%2E" + escaped[1:] if escaped.startswith(".") else escaped or "%"
 
 
+def baseline_name(tier: str = "full") -> str:
+    """``baseline.json`` (full tier) or ``baseline-quick.json``."""
+    return BASELINE_NAME if tier == "full" else f"baseline-{tier}.json"
+
+
 def baseline_path(results_dir: str | Path, host: str, tier: str = "full") -> Path:
     """``RESULTS_DIR/<host>/baseline.json`` (full tier) or ``baseline-quick.json``."""
-    name = BASELINE_NAME if tier == "full" else f"baseline-{tier}.json"
-    return Path(results_dir) / safe_name(host) / name
+    return Path(results_dir) / safe_name(host) / baseline_name(tier)
 
 
 def qualifies(document: Mapping[str, Any]) -> bool:

@@ -23,6 +23,7 @@ from gpufleet.scheduler.batch import JobOptions, JobState
 from gpufleet.scheduler.rule import SchedulerError
 from gpufleet.scheduler.slurm import Runner
 from gpufleet.validate.hostrun import HostRun, error_document
+from gpufleet.validate.results import UNREACHED
 from gpufleet.validate.suite import load_document, suite_arguments
 
 # How often sacct is asked while jobs run, and how long a job may wait for its node (busy,
@@ -31,6 +32,7 @@ POLL_S = 5.0
 DEFAULT_START_WAIT_S = 300
 # Nodes submitted per SSH session on the submit host (each sbatch takes tens of ms).
 SUBMIT_CHUNK = 100
+SSH_FAILED = 255  # ssh(1): the exit status of a connection or login that failed
 NODE_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 # Node shell: (run, shell command, stdin) -> (exit status, stdout bytes).
 NodeShell = Callable[[HostRun, str, bytes], tuple[int, bytes]]
@@ -269,8 +271,10 @@ class SlurmJobs:
             status, out = self.shell(job.run, stage_command(job.spool), document)
         except OSError as exc:
             return f"could not stage the job on {job.run.host.name}: {exc}"
+        text = out.decode(errors="replace").strip()[:300]
+        if status == SSH_FAILED:  # ssh's own failure, not the command's: the host is not reached
+            return f"{UNREACHED}{job.run.host.name}: {text}"
         if status != 0:
-            text = out.decode(errors="replace").strip()[:300]
             return f"could not stage the job on {job.run.host.name} (exit {status}): {text}"
         return ""
 

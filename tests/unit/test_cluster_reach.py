@@ -75,3 +75,14 @@ def test_every_host_answering_goes_on_to_measure(monkeypatch: Any) -> None:
     hosts = [host("gpu-01"), host("gpu-02")]
     doc = cluster_run.run_group(DownLauncher([]), hosts, group="g", run_id="r2", steps=1)  # type: ignore[arg-type]
     assert measured == [["gpu-01", "gpu-02"]] and doc["run_error"] == ""
+
+
+def test_a_host_down_exits_3_as_the_other_tiers_do() -> None:
+    # review §3 item 13 / top-15 #15: "could not reach" is validate's exit 3, not 2 (an error)
+    hosts = [host("gpu-01"), host("gpu-02")]
+    doc = cluster_run.run_group(
+        DownLauncher(["gpu-01", "gpu-02"]), hosts, group="g", run_id="r3", steps=1
+    )  # type: ignore[arg-type]
+    assert cluster_run.exit_status(doc) == 3
+    assert cluster_run.exit_status({**doc, "cleanup": {}, "status": "error"}) == 2
+    assert cluster_run.exit_status({"status": "pass", "cleanup": {"gpu-01": "clean"}}) == 0

@@ -57,7 +57,44 @@ def test_pyinfra_names_the_data_not_a_line_of_gpufleet() -> None:
     )
     out = proc.stdout + proc.stderr
     assert proc.returncode != 0
-    assert "--> pyinfra error: host @fake/" in out
+    # the key came from --data: every host's problem, not the one pyinfra planned first
+    assert "--> pyinfra error: every host: unknown inventory key" in out
     assert "unknown inventory key 'driver_brnach'. Did you mean 'driver_branch'?" in out
     assert "(driver_brnach is set in --data driver_brnach=580)" in out
     assert "node.py line" not in out and "Traceback" not in out
+
+
+def test_the_host_named_is_every_host_the_key_reaches() -> None:
+    # one group's key: every host of that group (review §3 row 3: not one arbitrary host)
+    host = fake_host({}, {"a100_nodes": {"reboot": "maybe"}})
+    text = str(inventory_error(InventoryValueError, host, "host gpu-a: reboot = 'maybe' is x"))
+    assert text.startswith("every host of group a100_nodes: reboot = 'maybe'")
+    host = fake_host({}, {"a": {"reboot": "maybe"}, "b": {"reboot": "maybe"}})
+    text = str(inventory_error(InventoryValueError, host, "host gpu-a: reboot = 'maybe' is x"))
+    assert text.startswith("host gpu-a: reboot = 'maybe'")  # two groups: the host's own
+    host = fake_host({}, {})
+    text = str(inventory_error(InventoryValueError, host, "host gpu-a: reboot = 'maybe' is x"))
+    assert text.startswith("host gpu-a: reboot = 'maybe'")  # the host's own data
+    text = str(
+        inventory_error(
+            InventoryValueError, fake_host({"reboot": "x"}, {}), "host gpu-a: reboot = 'x' y"
+        )
+    )
+    assert text.startswith("every host: reboot = 'x' y (reboot is set in --data reboot=x)")
+
+
+def test_every_host_refused_by_preflight_names_no_line_of_gpufleet(tmp_path) -> None:
+    # review §3 rows 1 and 8: "pyinfra error in .../gpufleet/stages/preflight.py line 42: No
+    # hosts remaining!" after the refusal read as a bug in gpufleet
+    from tests.unit.fake_fleet import FakeGpuHost, write_inventory
+
+    inventory = write_inventory(tmp_path / "inv.py", {"bare": FakeGpuHost(gpus=())})
+    proc = subprocess.run(
+        [sys.executable, "-m", "pyinfra", str(inventory), "deploy/gpu_node.py", "--dry"],
+        cwd=REPO_ROOT, capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    out = proc.stdout + proc.stderr
+    assert proc.returncode != 0
+    assert "gpufleet preflight refused this host: no NVIDIA GPU on the PCI bus" in out
+    assert "--> pyinfra error: No hosts remaining! (the last one refused by gpufleet" in out
+    assert "preflight.py line" not in out and "Traceback" not in out

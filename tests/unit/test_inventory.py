@@ -108,3 +108,25 @@ def test_real_pyinfra_subprocess_refuses_a_broken_inventory(tmp_path):
         InventoryError, match=r"(?s)debug-inventory` failed \(exit 1\).*ZeroDivisionError"
     ):
         load_hosts(str(bad))
+
+
+def test_a_broken_inventory_leaves_no_pyinfra_debug_log_in_the_working_directory(
+    tmp_path, monkeypatch
+):
+    # review §3 "also noted": pyinfra-debug.log landed in the cwd, with "submit a bug report"
+    bad = tmp_path / "inv" / "syntax.py"
+    bad.parent.mkdir()
+    bad.write_text('gpus = (["gpu-01.example", {"gpu_count": 8})\n')
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(InventoryError) as caught:
+        load_hosts(str(bad))
+    message = str(caught.value)
+    assert "SyntaxError" in message and "bug report" not in message
+    assert "internal exception" not in message
+    assert not (tmp_path / "pyinfra-debug.log").exists()
+    moved = Path(message.rsplit("(pyinfra's traceback: ", 1)[1].rstrip(")"))
+    assert moved.is_file() and "SyntaxError" in moved.read_text()
+    (tmp_path / "pyinfra-debug.log").write_text("the user's own\n")  # one already there stays
+    with pytest.raises(InventoryError, match=r"pyinfra's traceback: .*/pyinfra-debug\.log"):
+        load_hosts(str(bad))
+    assert (tmp_path / "pyinfra-debug.log").exists()

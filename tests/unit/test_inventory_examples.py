@@ -56,3 +56,15 @@ def test_the_example_plans_on_fake_hosts(name: str) -> None:
         ready = rf"\[@fake/{re.escape(host)}\]\s+Ready: \S*deploy/gpu_node.py"
         assert re.search(ready, done.stdout + done.stderr), host
     assert "gpufleet driver" in done.stderr and "gpufleet python_env" in done.stderr
+
+
+@pytest.mark.parametrize("path", ["prod.py", "staging.py", *(f"examples/{k}.py" for k in KINDS)])
+def test_no_example_sets_a_python_version_its_venv_ignores(path: str) -> None:
+    # review §3 "also noted": v100_legacy set python_version "3.10" on a venv without uv, where
+    # the plan builds on the OS's python3 and the value is silently unused
+    for group, value in runpy.run_path(str(REPO_ROOT / "inventories" / path)).items():
+        if group.startswith("_") or not isinstance(value, tuple):
+            continue
+        data = value[1]
+        ignored = data.get("python_env") == "venv" and not data.get("use_uv")
+        assert not (ignored and "python_version" in data), f"{path} group {group}"

@@ -168,6 +168,16 @@ def test_python_outside_range():
     assert ubuntu("2.20.0", python_version="3.9").python_min == "3.9"
 
 
+def test_python_outside_every_release_says_so_and_names_conda():
+    # review §3 row 20: "pick a TensorFlow release that supports 3.8" when none does
+    (message,) = conflicts_of(python_version="3.8")
+    assert "no TensorFlow release gpufleet knows supports 3.8; they take 3.9 to " in message
+    assert "python_env = 'conda' or use_uv = True" in message
+    assert "pick a TensorFlow release" not in message
+    (message,) = conflicts_of(python_version="3.9")
+    assert "or tf_version = '2.20.0' (the newest that supports 3.9)" in message
+
+
 def test_bad_python_version_string():
     (message,) = conflicts_of(python_version="three")
     assert "not a version" in message

@@ -180,6 +180,18 @@ def test_preflight_passes_when_every_path_has_room():
     assert any("on /var (holding /var/cache/apt)" in r for r in refusals(plan))
 
 
+def test_preflight_refuses_a_host_not_booted_with_systemd():
+    # review §3 row 8: a container failed later, on pyinfra's systemd fact, with no fix
+    spec = NodeSpec.from_host_data({"gpu_less": True})
+    booted = parse_probe([f"{S}os", "ID=ubuntu", f"{S}systemd"])
+    container = parse_probe([f"{S}os", "ID=ubuntu", f"{S}systemd", "absent"])
+    assert booted.systemd_booted and not container.systemd_booted
+    plan = NodePlan(spec=spec, state=container, resolution=None)
+    (reason,) = refusals(plan)
+    assert reason.startswith("not booted with systemd (no /run/systemd/system: a container")
+    assert "Fix: provision a VM or bare-metal host booted with systemd" in reason
+
+
 # --- 7. the reboot comes last, but for the XLA warm-up that needs the driver it boots -----
 
 

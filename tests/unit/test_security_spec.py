@@ -123,6 +123,9 @@ FIX_THRESHOLD_VALUE = "Fix: e.g. thresholds = {'xla_speedup_min': 1.2}."
         ({"miniforge_sha256": {"x86-64": "0" * 64}}, FIX_MINIFORGE_ARCH),
         ({"reboot_timeout_s": 10**12}, FIX_REBOOT_TIMEOUT_S),
         ({"periodic_schedule": "daily; rm -rf /"}, FIX_PERIODIC_SCHEDULE),
+        # review §3 row 7: plain words had systemd's charset, so the timer failed on the host
+        ({"periodic_schedule": "every day"}, FIX_PERIODIC_SCHEDULE),
+        ({"periodic_schedule": "daily 03:00"}, FIX_PERIODIC_SCHEDULE),
         ({"apt_proxy": "http://u:p@[::1"}, FIX_URL),
         ({"thresholds": {"xla_speedup_minimum": 1.2}}, FIX_THRESHOLD_NAME),
         ({"thresholds": {"xla_speedup_min": "fast"}}, FIX_THRESHOLD_VALUE),
@@ -332,3 +335,18 @@ def test_finding08_messages_show_urls_with_login_and_query_hidden():
     message = refused({"pip_index_url": "gopher://pypi.example/simple?token=QTOKEN8"})
     assert "'gopher://pypi.example/simple?***'" in message and "QTOKEN8" not in message
     assert "hunter2" not in refused({"apt_proxy": "user:hunter2@proxy:3128"})
+
+
+@pytest.mark.parametrize(
+    "schedule",
+    [
+        "daily",
+        "weekly",
+        "Sat,Sun 10:00",
+        "*:0/15",
+        "*-*-* 03:00:00 UTC",
+        "Mon *-*-* 3:00 Europe/Berlin",
+    ],
+)
+def test_systemd_calendar_forms_are_accepted(schedule: str) -> None:
+    assert NodeSpec.from_host_data({"periodic_schedule": schedule}).periodic_schedule == schedule

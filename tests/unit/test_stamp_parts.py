@@ -251,3 +251,31 @@ def test_the_keyring_witness_follows_the_keyring_and_gpg(tmp_path: Path) -> None
     assert seen() != after_gpg
     keyring.unlink()
     assert seen() == ""
+
+
+def test_the_last_host_failing_a_fact_names_the_fact_not_this_module(monkeypatch) -> None:
+    # review §3 row 8: "pyinfra error in .../gpufleet/stamp/record.py line 166: No hosts
+    # remaining!" after a fact failed on the last host read as a bug in gpufleet
+    from pyinfra.api import facts as pyinfra_facts
+    from pyinfra.api.exceptions import PyinfraError
+    from pyinfra.api.host import Host
+    from pyinfra.facts.systemd import SystemdStatus
+
+    from gpufleet.stamp import record
+
+    def failing(*_args: object, **_kwargs: object) -> object:
+        raise PyinfraError("No hosts remaining!")
+
+    class AnyHost:  # no recording: the fact goes straight to pyinfra's getter
+        pass
+
+    monkeypatch.setattr(pyinfra_facts, "_get_fact", failing)
+    monkeypatch.setattr(Host, "run_shell_command", Host.run_shell_command)
+    monkeypatch.setattr(record, "_INSTALLED", [])
+    record.install()
+    with pytest.raises(PyinfraError) as caught:
+        pyinfra_facts._get_fact(None, AnyHost(), SystemdStatus)
+    assert str(caught.value) == (
+        "No hosts remaining! (the last host could not read the fact systemd.SystemdStatus; "
+        "its error is above)"
+    )

@@ -161,6 +161,9 @@ def test_the_fleet_table_gives_a_host_that_could_not_run_its_reason() -> None:
     text = console.export_text()
     assert "reason" in text and "could not reach gpu-03: ssh: connect" in text
     assert "more" not in text
+    # review §3 row 5: counted apart from check errors; the results folder is said once, below
+    assert "1 of 1 host(s) could not run: no check ran there" in text
+    assert "results" not in text
 
 
 def test_a_junit_path_that_cannot_be_created_is_refused_first(
