@@ -3,11 +3,9 @@ three nodes (one passes, one's job is cancelled, one never starts) against stand
 
 from __future__ import annotations
 
-import io
 import json
 import re
-import tarfile
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 
 import pytest
@@ -21,8 +19,7 @@ from gpufleet.scheduler.validate_hook import apply
 from gpufleet.validate.hostrun import HostRun
 from gpufleet.validate.progress import document_status
 from gpufleet.validate.slurm_jobs import NodeJob, SlurmJobs, parse_show_job, stage_command
-
-RUN_ID = "20261201T120000Z-abc123"
+from tests.unit.slurm_standin import RUN_ID, StandInSlurm, make_runs, results_tar, run_arguments
 
 
 def test_sbatch_line_is_one_exclusive_task_on_its_node_named_gpufleet() -> None:
@@ -83,129 +80,9 @@ def test_sacct_states_are_read_with_their_who_and_requeues() -> None:
     assert jobs["4211"].ran
 
 
-def test_a_job_seen_completing_is_waited_for_and_a_held_one_is_cancelled(tmp_path: Path) -> None:
-    """CI, stop 41: sacct said COMPLETING (the epilog still ran) and the node was reported
-    "did not run" although its suite passed. COMPLETING has not ended; a held job never starts."""
-    slurm = StandInSlurm(
-        {
-            "gpu01": ["RUNNING", "COMPLETING", "COMPLETING", "COMPLETED"],
-            "gpu02": ["REQUEUE_HOLD"],
-        }
-    )
-
-    def shell(run: HostRun, command: str, stdin: bytes) -> tuple[int, bytes]:
-        return (0, results_tar(run.host.name, "pass")) if command.startswith("cd -- ") else (0, b"")
-
-    now = [0.0]
-    runs = make_runs(tmp_path, ["gpu01", "gpu02"])
-    jobs = [NodeJob(r, f"/spool/{RUN_ID}", "/opt/p/current", "/usr/bin/python3") for r in runs]
-    SlurmJobs(
-        slurm,
-        shell,
-        JobOptions(),
-        start_wait_s=60,
-        log=lambda _l: None,
-        clock=lambda: now[0],
-        sleep=lambda s: now.__setitem__(0, now[0] + 30),
-    ).run(jobs, **run_arguments(runs, lambda _n: None))
-    passed, held = (run.document for run in runs)
-    assert passed is not None and passed["status"] == "pass", passed
-    assert passed["slurm_job"] == {"id": slurm.jobs["gpu01"], "state": "COMPLETED"}
-    assert held is not None and "waited" in held["run_error"]
-    assert [c for c in slurm.calls if c[0] == "scancel"] == [["scancel", slurm.jobs["gpu02"]]]
-    for state in ("COMPLETING", "CONFIGURING", "STAGE_OUT", "SIGNALING"):
-        assert not JobState("1", state).finished, state
-
-
 def test_scontrol_show_job_is_read_where_there_is_no_accounting() -> None:
     jobs = parse_show_job("JobId=7 JobName=x JobState=TIMEOUT Reason=None NodeList=gpu01\n")
     assert jobs == {"7": JobState("7", "TIMEOUT", "gpu01")}
-
-
-def results_tar(host: str, status: str) -> bytes:
-    check = {
-        "name": "host_state::os_supported",
-        "status": status,
-        "message": "m",
-        "figures": {},
-        "duration_s": 0.1,
-    }
-    document = new_document(
-        host=host,
-        run_id=RUN_ID,
-        started_at="t",
-        tier="quick",
-        target="local://",
-        spec={},
-        checks=[check],
-        workloads=[],
-        gpu_health=None,
-    )
-    buffer = io.BytesIO()
-    with tarfile.open(fileobj=buffer, mode="w") as tar:
-        for name, data in (("results.json", json.dumps(document).encode()), ("exit", b"0\n")):
-            info = tarfile.TarInfo(name)
-            info.size = len(data)
-            tar.addfile(info, io.BytesIO(data))
-    return buffer.getvalue()
-
-
-class StandInSlurm:
-    """sbatch, sacct and scancel on the submit host, as the Runner the jobs use."""
-
-    def __init__(self, states: dict[str, list[str]]) -> None:
-        self.states = states  # per node, sacct's answer at each poll (the last one repeats)
-        self.jobs: dict[str, str] = {}
-        self.calls: list[list[str]] = []
-        self.polls = 0
-
-    def __call__(self, argv: Sequence[str]) -> tuple[int, str]:
-        self.calls.append(list(argv))
-        if argv[:2] == ["sh", "-c"]:
-            nodes = re.findall(r"--nodelist=(\S+)", argv[2])
-            self.jobs.update({n: str(4200 + i) for i, n in enumerate(nodes)})
-            return 0, "".join(f"{n}\t{self.jobs[n]}\n" for n in nodes)
-        if argv[0] == "sacct":
-            self.polls += 1
-            lines = []
-            for node, seen in self.states.items():
-                state = seen[min(self.polls - 1, len(seen) - 1)]
-                if self.jobs[node] in argv[-1].split(","):
-                    lines.append(f"{self.jobs[node]}|{state}|{node}")
-            return 0, "\n".join(lines) + "\n"
-        if argv[0] == "scancel":
-            return 0, ""
-        return 1, f"unexpected {argv}"
-
-
-def run_arguments(runs: Sequence[HostRun], finished: Callable[[str], object]) -> dict:
-    """SlurmJobs.run's keywords for a quick run of ``runs``, ``finished`` told each name."""
-    return {
-        "tier": "quick",
-        "run_id": RUN_ID,
-        "started_at": "t",
-        "select": {r.alias: None for r in runs},
-        "checks": (),
-        "asked": None,
-        "finished": lambda run: finished(run.host.name),
-    }
-
-
-def make_runs(tmp_path: Path, names: Sequence[str]) -> list[HostRun]:
-    runs = []
-    for index, name in enumerate(names):
-        stem = tmp_path / f"{index:03d}"
-        run = HostRun(
-            InventoryHost(name, "ssh", f"10.0.0.{index + 1}"),
-            f"gpufleet-{index:03d}",
-            Path(f"{stem}.exp.json"),
-            Path(f"{stem}.results.json"),
-            Path(f"{stem}.junit.xml"),
-            Path(f"{stem}.log"),
-        )
-        run.expectations_path.write_text(json.dumps({"host": name}))
-        runs.append(run)
-    return runs
 
 
 def test_three_nodes_one_passes_one_cancelled_one_never_starts(tmp_path: Path) -> None:

@@ -9,7 +9,7 @@ from gpufleet.scheduler.batch import JobOptions
 from gpufleet.validate.hostrun import HostRun
 from gpufleet.validate.results import exit_status
 from gpufleet.validate.slurm_jobs import NodeJob, SlurmJobs
-from tests.unit.test_slurm_jobs import StandInSlurm, make_runs, run_arguments
+from tests.unit.slurm_standin import StandInSlurm, make_runs, run_arguments
 
 
 def test_a_node_ssh_cannot_reach_for_staging_is_unreachable_exit_3(tmp_path: Path) -> None:
