@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import secrets
+import shlex
 import stat
 import subprocess
 import time
@@ -17,6 +18,7 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
+from gpufleet.operations import apt_bounded
 from gpufleet.sandbox import hosts
 from gpufleet.sandbox.state import STATE_DIR, HostState, SandboxError, SandboxState
 
@@ -40,13 +42,14 @@ PACKAGES = ("munge", "slurmd", "slurm-client")
 CONTROLLER_PACKAGES = ("slurmctld",)
 STAGED_KEY = "/root/.gpufleet-munge.key"
 INSTALL_TIMEOUT_S = 600
-# apt on the hosts, bounded: a request silent this long fails, the whole update this long is
-# killed, and the update is tried twice. apt-cacher-ng fails concurrent refreshes of one
-# InRelease ("Failure to move file ... out of the way", seen with 6 hosts at once) and the
-# losing client waited until INSTALL_TIMEOUT_S; `setup` also lets the controller refresh the
-# proxy's index files alone first, so the others are served its frozen copy.
+# apt on the hosts, bounded as the deploy bounds it (gpufleet.operations.apt_bounded): a request
+# silent this long fails, the whole update is killed at UPDATE_FACTOR times that, and the update
+# is tried twice. apt-cacher-ng fails concurrent refreshes of one InRelease ("Failure to move
+# file ... out of the way", seen with 6 hosts at once) and the losing client waited until
+# INSTALL_TIMEOUT_S; `setup` also lets the controller refresh the proxy's index files alone
+# first, so the others are served its frozen copy.
 APT_REQUEST_TIMEOUT_S = 30
-APT_UPDATE_TIMEOUT_S = 120
+APT_UPDATE_TIMEOUT_S = APT_REQUEST_TIMEOUT_S * apt_bounded.UPDATE_FACTOR
 APT_LOG = "/root/.gpufleet-slurm-apt.log"
 READY_TIMEOUT_S = 90
 
@@ -137,9 +140,8 @@ def install_script(is_controller: bool) -> str:
         "set -e",
         "export DEBIAN_FRONTEND=noninteractive",
         "for try in 1 2; do",
-        f"  if timeout --kill-after=10 {APT_UPDATE_TIMEOUT_S} apt-get update -q"
-        f" -o Acquire::http::Timeout={APT_REQUEST_TIMEOUT_S} -o Acquire::Retries=1"
-        f" >{APT_LOG} 2>&1; then break; fi",
+        f"  if sh -c {shlex.quote(apt_bounded.UPDATE)} gpufleet-apt-update"
+        f" {APT_REQUEST_TIMEOUT_S} {APT_UPDATE_TIMEOUT_S} >{APT_LOG} 2>&1; then break; fi",
         f'  [ "$try" = 2 ] && {{ tail -n 5 {APT_LOG};'
         ' echo "apt-get update through the sandbox proxy failed twice"; exit 1; }',
         "done",

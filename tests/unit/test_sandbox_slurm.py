@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import shlex
 import stat
 import subprocess
 import threading
@@ -10,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from gpufleet.operations import apt_bounded
 from gpufleet.sandbox import slurm
 from gpufleet.sandbox.state import HostState, SandboxState
 
@@ -55,8 +57,11 @@ def test_apt_update_is_bounded_and_tried_twice(
     waited 10 minutes. Now each try is killed at its bound, and a failed one is tried again."""
     monkeypatch.setattr(slurm, "APT_LOG", str(tmp_path / "apt.log"))
     script = slurm.install_script(False)
-    assert f"timeout --kill-after=10 {slurm.APT_UPDATE_TIMEOUT_S} apt-get update" in script
-    assert f"Acquire::http::Timeout={slurm.APT_REQUEST_TIMEOUT_S}" in script
+    # the deploy's bounded update (gpufleet.operations.apt_bounded), with the sandbox's bounds
+    assert shlex.quote(apt_bounded.UPDATE) in script
+    bounds = f"gpufleet-apt-update {slurm.APT_REQUEST_TIMEOUT_S} {slurm.APT_UPDATE_TIMEOUT_S} "
+    assert bounds in script
+    assert 'timeout --kill-after=10 "$2" apt-get update -o Acquire::http::Timeout="$1"' in script
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
     (bin_dir / "timeout").write_text('#!/bin/sh\necho "$@" >> "$CALLS"\nshift 2\nexec "$@"\n')
