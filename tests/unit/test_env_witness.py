@@ -191,6 +191,41 @@ def test_a_record_with_a_quoted_path_falls_back_to_walking_the_environment(
     assert witness(python) != before
 
 
+def witness_of(python: Path, requirements: list[str]) -> str:
+    command = EnvProblems().stamp_witness(python=str(python), requirements=requirements)
+    done = subprocess.run(["sh", "-c", command.get_raw_value()], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    return done.stdout
+
+
+def test_with_many_pins_each_distributions_files_are_read(tmp_path: Path) -> None:
+    """The witness reads every named distribution in one pass (a lock pins about 40): a file
+    of the second one changed, or its RECORD gone, reads differently; a name that finds no
+    folder changes nothing."""
+    python, site = make_env(tmp_path)
+    pins = [REQUIREMENT, "other==2.0", "absent-pkg==3.0"]
+    before = witness_of(python, pins)
+    assert "./other-2.0.dist-info" in before.splitlines()
+    assert witness_of(python, pins) == before
+    os.truncate(site / "other/__init__.py", 1)
+    after = witness_of(python, pins)
+    assert after != before
+    (site / "other-2.0.dist-info/RECORD").unlink()  # no RECORD: the whole environment is walked
+    pass_a_ctime_tick(tmp_path)
+    walked = witness_of(python, pins)
+    os.truncate(site / "demo/include/api.h", 1)  # read only by the walk
+    assert witness_of(python, pins) != walked
+
+
+def test_no_pins_reads_only_the_interpreter_and_the_listing(tmp_path: Path) -> None:
+    python, site = make_env(tmp_path)
+    before = witness_of(python, [])
+    os.truncate(site / "demo/core.py", 10)  # a file below the top: not in the listing
+    assert witness_of(python, []) == before
+    (site / "new.pth").write_text("/tmp\n")
+    assert witness_of(python, []) != before
+
+
 @pytest.mark.parametrize(
     ("requirement", "pattern"),
     [
